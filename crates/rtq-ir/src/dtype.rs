@@ -1,0 +1,135 @@
+use serde::Serialize;
+
+/// Element type of a tensor, numbered as ONNX's `TensorProto.DataType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 8-bit unsigned integer.
+    U8,
+    /// 8-bit signed integer.
+    I8,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 16-bit signed integer.
+    I16,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer.
+    I64,
+    /// Byte strings.
+    String,
+    /// Boolean.
+    Bool,
+    /// IEEE half precision.
+    F16,
+    /// 64-bit float.
+    F64,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit unsigned integer.
+    U64,
+    /// bfloat16.
+    BF16,
+}
+
+impl DType {
+    /// The ONNX `TensorProto.DataType` code.
+    pub fn onnx_code(self) -> i32 {
+        match self {
+            DType::F32 => 1,
+            DType::U8 => 2,
+            DType::I8 => 3,
+            DType::U16 => 4,
+            DType::I16 => 5,
+            DType::I32 => 6,
+            DType::I64 => 7,
+            DType::String => 8,
+            DType::Bool => 9,
+            DType::F16 => 10,
+            DType::F64 => 11,
+            DType::U32 => 12,
+            DType::U64 => 13,
+            DType::BF16 => 16,
+        }
+    }
+
+    /// The type for an ONNX `TensorProto.DataType` code, if rtq supports it.
+    pub fn from_onnx_code(code: i32) -> Option<DType> {
+        Some(match code {
+            1 => DType::F32,
+            2 => DType::U8,
+            3 => DType::I8,
+            4 => DType::U16,
+            5 => DType::I16,
+            6 => DType::I32,
+            7 => DType::I64,
+            8 => DType::String,
+            9 => DType::Bool,
+            10 => DType::F16,
+            11 => DType::F64,
+            12 => DType::U32,
+            13 => DType::U64,
+            16 => DType::BF16,
+            _ => return None,
+        })
+    }
+
+    /// Bytes one element takes in memory (strings count as pointers).
+    pub fn size_of(self) -> usize {
+        match self {
+            DType::U8 | DType::I8 | DType::Bool => 1,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 | DType::String => 8,
+        }
+    }
+
+    /// Whether this is a floating-point type.
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::F16 | DType::F64 | DType::BF16)
+    }
+
+    /// Lower-case name as ONNX spells it (`float`, `float16`, `int8`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::U16 => "uint16",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::String => "string",
+            DType::Bool => "bool",
+            DType::F16 => "float16",
+            DType::F64 => "double",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::BF16 => "bfloat16",
+        }
+    }
+}
+
+impl std::fmt::Display for DType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn onnx_codes_round_trip() {
+        for code in 0..20 {
+            if let Some(dt) = DType::from_onnx_code(code) {
+                assert_eq!(dt.onnx_code(), code);
+            }
+        }
+        assert_eq!(DType::from_onnx_code(1), Some(DType::F32));
+        assert_eq!(DType::from_onnx_code(10), Some(DType::F16));
+        assert_eq!(DType::from_onnx_code(0), None);
+    }
+}

@@ -1,0 +1,27 @@
+//! rtq's intermediate representation.
+//!
+//! The graph is an arena: nodes and values live in vectors and refer to each
+//! other through typed ids ([`NodeId`], [`ValueId`]). ONNX names are labels
+//! carried along for diagnostics and emission, never the wiring itself.
+
+mod attr;
+mod dim;
+mod dtype;
+mod dump;
+mod error;
+mod graph;
+mod tensor;
+mod topo;
+mod verify;
+
+pub use attr::Attr;
+pub use dim::{format_shape, known_shape, Dim, Shape};
+pub use dtype::DType;
+pub use dump::dump;
+pub use error::IrError;
+pub use graph::{Graph, Node, NodeId, Value, ValueId};
+pub use tensor::{Tensor, TensorData};
+pub use verify::verify;
+
+/// Result type of the IR crate.
+pub type Result<T, E = IrError> = std::result::Result<T, E>;

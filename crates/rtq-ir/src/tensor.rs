@@ -1,0 +1,434 @@
+use crate::{DType, IrError, Result};
+use half::{bf16, f16};
+
+/// Element storage of a [`Tensor`], one variant per supported element type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorData {
+    /// 32-bit floats.
+    F32(Vec<f32>),
+    /// Half floats.
+    F16(Vec<f16>),
+    /// bfloat16.
+    BF16(Vec<bf16>),
+    /// 64-bit floats.
+    F64(Vec<f64>),
+    /// Signed 8-bit integers.
+    I8(Vec<i8>),
+    /// Unsigned 8-bit integers.
+    U8(Vec<u8>),
+    /// Signed 16-bit integers.
+    I16(Vec<i16>),
+    /// Unsigned 16-bit integers.
+    U16(Vec<u16>),
+    /// Signed 32-bit integers.
+    I32(Vec<i32>),
+    /// Unsigned 32-bit integers.
+    U32(Vec<u32>),
+    /// Signed 64-bit integers.
+    I64(Vec<i64>),
+    /// Unsigned 64-bit integers.
+    U64(Vec<u64>),
+    /// Booleans.
+    Bool(Vec<bool>),
+    /// Byte strings.
+    String(Vec<Vec<u8>>),
+}
+
+/// A dense, row-major tensor with a fixed shape.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tensor {
+    shape: Vec<usize>,
+    data: TensorData,
+}
+
+macro_rules! for_each_variant {
+    ($data:expr, $v:ident => $body:expr) => {
+        match $data {
+            TensorData::F32($v) => $body,
+            TensorData::F16($v) => $body,
+            TensorData::BF16($v) => $body,
+            TensorData::F64($v) => $body,
+            TensorData::I8($v) => $body,
+            TensorData::U8($v) => $body,
+            TensorData::I16($v) => $body,
+            TensorData::U16($v) => $body,
+            TensorData::I32($v) => $body,
+            TensorData::U32($v) => $body,
+            TensorData::I64($v) => $body,
+            TensorData::U64($v) => $body,
+            TensorData::Bool($v) => $body,
+            TensorData::String($v) => $body,
+        }
+    };
+}
+
+impl TensorData {
+    /// Number of elements held.
+    pub fn len(&self) -> usize {
+        for_each_variant!(self, v => v.len())
+    }
+
+    /// Whether no element is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            TensorData::F32(_) => DType::F32,
+            TensorData::F16(_) => DType::F16,
+            TensorData::BF16(_) => DType::BF16,
+            TensorData::F64(_) => DType::F64,
+            TensorData::I8(_) => DType::I8,
+            TensorData::U8(_) => DType::U8,
+            TensorData::I16(_) => DType::I16,
+            TensorData::U16(_) => DType::U16,
+            TensorData::I32(_) => DType::I32,
+            TensorData::U32(_) => DType::U32,
+            TensorData::I64(_) => DType::I64,
+            TensorData::U64(_) => DType::U64,
+            TensorData::Bool(_) => DType::Bool,
+            TensorData::String(_) => DType::String,
+        }
+    }
+
+    /// Storage of `len` zero elements of `dtype`.
+    pub fn zeros(dtype: DType, len: usize) -> TensorData {
+        match dtype {
+            DType::F32 => TensorData::F32(vec![0.0; len]),
+            DType::F16 => TensorData::F16(vec![f16::ZERO; len]),
+            DType::BF16 => TensorData::BF16(vec![bf16::ZERO; len]),
+            DType::F64 => TensorData::F64(vec![0.0; len]),
+            DType::I8 => TensorData::I8(vec![0; len]),
+            DType::U8 => TensorData::U8(vec![0; len]),
+            DType::I16 => TensorData::I16(vec![0; len]),
+            DType::U16 => TensorData::U16(vec![0; len]),
+            DType::I32 => TensorData::I32(vec![0; len]),
+            DType::U32 => TensorData::U32(vec![0; len]),
+            DType::I64 => TensorData::I64(vec![0; len]),
+            DType::U64 => TensorData::U64(vec![0; len]),
+            DType::Bool => TensorData::Bool(vec![false; len]),
+            DType::String => TensorData::String(vec![Vec::new(); len]),
+        }
+    }
+
+    /// Element `i` as f64 (strings read as NaN).
+    pub fn get_f64(&self, i: usize) -> f64 {
+        match self {
+            TensorData::F32(v) => v[i] as f64,
+            TensorData::F16(v) => v[i].to_f64(),
+            TensorData::BF16(v) => v[i].to_f64(),
+            TensorData::F64(v) => v[i],
+            TensorData::I8(v) => v[i] as f64,
+            TensorData::U8(v) => v[i] as f64,
+            TensorData::I16(v) => v[i] as f64,
+            TensorData::U16(v) => v[i] as f64,
+            TensorData::I32(v) => v[i] as f64,
+            TensorData::U32(v) => v[i] as f64,
+            TensorData::I64(v) => v[i] as f64,
+            TensorData::U64(v) => v[i] as f64,
+            TensorData::Bool(v) => v[i] as u8 as f64,
+            TensorData::String(_) => f64::NAN,
+        }
+    }
+
+    /// Element `i` as i64 (floats truncate toward zero; strings read as 0).
+    pub fn get_i64(&self, i: usize) -> i64 {
+        match self {
+            TensorData::I64(v) => v[i],
+            TensorData::I32(v) => v[i] as i64,
+            TensorData::U64(v) => v[i] as i64,
+            TensorData::String(_) => 0,
+            _ => self.get_f64(i) as i64,
+        }
+    }
+
+    /// Copies the elements picked by `indices` into new storage of the same type.
+    pub fn gather(&self, indices: &[usize]) -> TensorData {
+        match self {
+            TensorData::F32(v) => TensorData::F32(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::F16(v) => TensorData::F16(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::BF16(v) => TensorData::BF16(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::F64(v) => TensorData::F64(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::I8(v) => TensorData::I8(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::U8(v) => TensorData::U8(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::I16(v) => TensorData::I16(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::U16(v) => TensorData::U16(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::I32(v) => TensorData::I32(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::U32(v) => TensorData::U32(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::I64(v) => TensorData::I64(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::U64(v) => TensorData::U64(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::Bool(v) => TensorData::Bool(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::String(v) => {
+                TensorData::String(indices.iter().map(|&i| v[i].clone()).collect())
+            }
+        }
+    }
+
+    /// Converts every element to `dtype` (numeric casts saturate as Rust's `as` does).
+    pub fn cast(&self, dtype: DType) -> TensorData {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        let n = self.len();
+        match dtype {
+            DType::F32 => TensorData::F32((0..n).map(|i| self.get_f64(i) as f32).collect()),
+            DType::F16 => TensorData::F16((0..n).map(|i| f16::from_f64(self.get_f64(i))).collect()),
+            DType::BF16 => {
+                TensorData::BF16((0..n).map(|i| bf16::from_f64(self.get_f64(i))).collect())
+            }
+            DType::F64 => TensorData::F64((0..n).map(|i| self.get_f64(i)).collect()),
+            DType::I8 => TensorData::I8((0..n).map(|i| self.get_f64(i) as i8).collect()),
+            DType::U8 => TensorData::U8((0..n).map(|i| self.get_f64(i) as u8).collect()),
+            DType::I16 => TensorData::I16((0..n).map(|i| self.get_f64(i) as i16).collect()),
+            DType::U16 => TensorData::U16((0..n).map(|i| self.get_f64(i) as u16).collect()),
+            DType::I32 => TensorData::I32((0..n).map(|i| self.get_i64(i) as i32).collect()),
+            DType::U32 => TensorData::U32((0..n).map(|i| self.get_i64(i) as u32).collect()),
+            DType::I64 => TensorData::I64((0..n).map(|i| self.get_i64(i)).collect()),
+            DType::U64 => TensorData::U64((0..n).map(|i| self.get_i64(i) as u64).collect()),
+            DType::Bool => TensorData::Bool((0..n).map(|i| self.get_f64(i) != 0.0).collect()),
+            DType::String => TensorData::String(
+                (0..n)
+                    .map(|i| self.get_f64(i).to_string().into_bytes())
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl Tensor {
+    /// A tensor of `shape` over `data`; fails if the element count differs.
+    pub fn new(shape: Vec<usize>, data: TensorData) -> Result<Tensor> {
+        let expected: usize = shape.iter().product();
+        if expected != data.len() {
+            return Err(IrError::ShapeMismatch {
+                name: String::new(),
+                len: data.len(),
+                shape,
+            });
+        }
+        Ok(Tensor { shape, data })
+    }
+
+    /// An f32 tensor; panics if `values` does not fill `shape` (for tests and literals).
+    pub fn from_f32(shape: Vec<usize>, values: Vec<f32>) -> Tensor {
+        Tensor::new(shape, TensorData::F32(values)).expect("values fill the shape")
+    }
+
+    /// An i64 tensor; panics if `values` does not fill `shape` (for tests and literals).
+    pub fn from_i64(shape: Vec<usize>, values: Vec<i64>) -> Tensor {
+        Tensor::new(shape, TensorData::I64(values)).expect("values fill the shape")
+    }
+
+    /// A scalar (rank 0) f32 tensor.
+    pub fn scalar_f32(v: f32) -> Tensor {
+        Tensor::from_f32(vec![], vec![v])
+    }
+
+    /// A tensor of zeros.
+    pub fn zeros(dtype: DType, shape: Vec<usize>) -> Tensor {
+        let n = shape.iter().product();
+        Tensor {
+            shape,
+            data: TensorData::zeros(dtype, n),
+        }
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The rank (number of dimensions).
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.data.dtype()
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Whether the tensor has no element.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Bytes the elements take (what an ONNX `raw_data` field would hold).
+    pub fn byte_size(&self) -> usize {
+        self.len() * self.dtype().size_of()
+    }
+
+    /// The storage.
+    pub fn data(&self) -> &TensorData {
+        &self.data
+    }
+
+    /// The storage, mutably.
+    pub fn data_mut(&mut self) -> &mut TensorData {
+        &mut self.data
+    }
+
+    /// Takes the storage out.
+    pub fn into_data(self) -> TensorData {
+        self.data
+    }
+
+    /// Same elements under another shape of equal element count.
+    pub fn reshaped(self, shape: Vec<usize>) -> Result<Tensor> {
+        Tensor::new(shape, self.data)
+    }
+
+    /// The f32 elements, or an error naming the actual type.
+    pub fn as_f32(&self) -> Result<&[f32]> {
+        match &self.data {
+            TensorData::F32(v) => Ok(v),
+            other => Err(IrError::WrongType {
+                actual: other.dtype(),
+                expected: "float",
+            }),
+        }
+    }
+
+    /// The f32 elements, mutably.
+    pub fn as_f32_mut(&mut self) -> Result<&mut [f32]> {
+        match &mut self.data {
+            TensorData::F32(v) => Ok(v),
+            other => Err(IrError::WrongType {
+                actual: other.dtype(),
+                expected: "float",
+            }),
+        }
+    }
+
+    /// The i64 elements, or an error naming the actual type.
+    pub fn as_i64(&self) -> Result<&[i64]> {
+        match &self.data {
+            TensorData::I64(v) => Ok(v),
+            other => Err(IrError::WrongType {
+                actual: other.dtype(),
+                expected: "int64",
+            }),
+        }
+    }
+
+    /// Every element converted to f32 (a copy unless already f32).
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        match &self.data {
+            TensorData::F32(v) => v.clone(),
+            d => (0..d.len()).map(|i| d.get_f64(i) as f32).collect(),
+        }
+    }
+
+    /// Every element converted to i64.
+    pub fn to_i64_vec(&self) -> Vec<i64> {
+        (0..self.len()).map(|i| self.data.get_i64(i)).collect()
+    }
+
+    /// This tensor converted to `dtype`.
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        Tensor {
+            shape: self.shape.clone(),
+            data: self.data.cast(dtype),
+        }
+    }
+
+    /// Little-endian bytes of the elements, as ONNX `raw_data` stores them (not for strings).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.byte_size());
+        match &self.data {
+            TensorData::F32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::F16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::BF16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::F64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::I8(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::U8(v) => out.extend_from_slice(v),
+            TensorData::I16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::U16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::I32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::U32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::I64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::U64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::Bool(v) => v.iter().for_each(|&x| out.push(x as u8)),
+            TensorData::String(_) => {}
+        }
+        out
+    }
+
+    /// Decodes little-endian `bytes` as `dtype` elements filling `shape`.
+    pub fn from_le_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Result<Tensor> {
+        let size = dtype.size_of();
+        if dtype == DType::String || bytes.len() % size != 0 {
+            return Err(IrError::ShapeMismatch {
+                name: String::new(),
+                len: bytes.len() / size.max(1),
+                shape,
+            });
+        }
+        macro_rules! decode {
+            ($t:ty, $variant:ident) => {
+                TensorData::$variant(
+                    bytes
+                        .chunks_exact(size)
+                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk size")))
+                        .collect(),
+                )
+            };
+        }
+        let data = match dtype {
+            DType::F32 => decode!(f32, F32),
+            DType::F16 => decode!(f16, F16),
+            DType::BF16 => decode!(bf16, BF16),
+            DType::F64 => decode!(f64, F64),
+            DType::I8 => decode!(i8, I8),
+            DType::U8 => TensorData::U8(bytes.to_vec()),
+            DType::I16 => decode!(i16, I16),
+            DType::U16 => decode!(u16, U16),
+            DType::I32 => decode!(i32, I32),
+            DType::U32 => decode!(u32, U32),
+            DType::I64 => decode!(i64, I64),
+            DType::U64 => decode!(u64, U64),
+            DType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
+            DType::String => unreachable!("rejected above"),
+        };
+        Tensor::new(shape, data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_rejects_wrong_element_count() {
+        assert!(Tensor::new(vec![2, 3], TensorData::F32(vec![0.0; 5])).is_err());
+        assert!(Tensor::new(vec![], TensorData::F32(vec![1.0])).is_ok());
+    }
+
+    #[test]
+    fn le_bytes_round_trip() {
+        let t = Tensor::from_f32(vec![2, 2], vec![1.0, -2.5, 3.25, f32::MAX]);
+        let back = Tensor::from_le_bytes(DType::F32, vec![2, 2], &t.to_le_bytes()).unwrap();
+        assert_eq!(t, back);
+        let i = Tensor::from_i64(vec![3], vec![-1, 0, i64::MAX]);
+        let back = Tensor::from_le_bytes(DType::I64, vec![3], &i.to_le_bytes()).unwrap();
+        assert_eq!(i, back);
+    }
+
+    #[test]
+    fn cast_f32_to_f16_and_back() {
+        let t = Tensor::from_f32(vec![3], vec![1.0, 0.1, 70000.0]);
+        let h = t.cast(DType::F16);
+        assert_eq!(h.dtype(), DType::F16);
+        let back = h.to_f32_vec();
+        assert_eq!(back[0], 1.0);
+        assert!((back[1] - 0.1).abs() < 1e-3);
+        assert!(back[2].is_infinite());
+    }
+}
