@@ -1,0 +1,281 @@
+//! Lowers a decoded `ModelProto` into an rtq [`Graph`].
+
+use crate::canonicalize::{add_canonical, NodeDraft};
+use crate::registry::{lookup, SUPPORTED_OPSETS};
+use crate::tensor::tensor_from_proto;
+use crate::types::value_info_type;
+use crate::FrontendError;
+use rtq_ir::{Attr, Graph, ValueId};
+use rtq_onnx_proto::{AttributeProto, ModelProto, NodeProto};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// How to import a model.
+#[derive(Debug, Clone, Default)]
+pub struct ImportOptions {
+    /// Directory external data paths are relative to (the model file's directory).
+    pub base_dir: Option<PathBuf>,
+}
+
+impl ImportOptions {
+    /// Options resolving external data under `dir`.
+    pub fn with_base_dir(dir: &Path) -> ImportOptions {
+        ImportOptions {
+            base_dir: Some(dir.to_path_buf()),
+        }
+    }
+}
+
+/// The default-domain opset a model imports.
+fn default_opset(model: &ModelProto) -> Result<i64, FrontendError> {
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
+        .and_then(|o| o.version)
+        .ok_or_else(|| FrontendError::BadGraph("the model imports no default-domain opset".into()))?;
+    if !SUPPORTED_OPSETS.contains(&opset) {
+        return Err(FrontendError::UnsupportedOpset(
+            opset,
+            format!("{}..={}", SUPPORTED_OPSETS.start(), SUPPORTED_OPSETS.end()),
+        ));
+    }
+    Ok(opset)
+}
+
+/// Lowers `model` into rtq's IR: initializers become constants, `Constant` nodes are
+/// folded into constants, every other node goes through the op registry and is
+/// canonicalised to opset-13 form. Unknown ops are collected and reported together.
+pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, FrontendError> {
+    let opset = default_opset(model)?;
+    let gp = model.graph.as_ref().ok_or_else(|| FrontendError::BadGraph("no graph".into()))?;
+    let mut graph = Graph::new(gp.name.clone().unwrap_or_else(|| "main".into()), opset);
+    graph.producer = model.producer_name.clone().unwrap_or_default();
+    graph.metadata = model
+        .metadata_props
+        .iter()
+        .map(|e| (e.key.clone().unwrap_or_default(), e.value.clone().unwrap_or_default()))
+        .collect();
+    graph.extra_opsets = model
+        .opset_import
+        .iter()
+        .filter(|o| !matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
+        .map(|o| (o.domain.clone().unwrap_or_default(), o.version.unwrap_or(1)))
+        .collect();
+    if !gp.sparse_initializer.is_empty() {
+        return Err(FrontendError::BadGraph("sparse initializers are not supported".into()));
+    }
+
+    let unsupported = unsupported_nodes(&gp.node, opset);
+    if !unsupported.is_empty() {
+        return Err(FrontendError::UnsupportedOps(unsupported));
+    }
+
+    let mut by_name: HashMap<String, ValueId> = HashMap::new();
+    let base = opts.base_dir.as_deref();
+    for init in &gp.initializer {
+        let name = init.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err(FrontendError::BadGraph("an initializer has no name".into()));
+        }
+        let tensor = tensor_from_proto(init, base)?;
+        let id = graph.add_constant(&name, tensor);
+        by_name.insert(name, id);
+    }
+    for input in &gp.input {
+        let name = input.name.clone().unwrap_or_default();
+        if by_name.contains_key(&name) {
+            continue; // IR < 4: initializers are listed as inputs too.
+        }
+        let (dtype, shape) = value_info_type(input)?;
+        let dtype = dtype.ok_or_else(|| FrontendError::bad_tensor(&name, "graph input has no element type"))?;
+        let id = graph.add_input(&name, dtype, shape.unwrap_or_default());
+        if input.r#type.as_ref().and_then(|t| t.value.as_ref()).is_some() && graph.value(id).shape.as_ref().is_some_and(Vec::is_empty) {
+            // A declared rank-0 input keeps its empty shape; an input without shape info becomes unknown.
+            let declared = matches!(
+                input.r#type.as_ref().and_then(|t| t.value.as_ref()),
+                Some(rtq_onnx_proto::type_proto::Value::TensorType(t)) if t.shape.is_some()
+            );
+            if !declared {
+                graph.value_mut(id).shape = None;
+            }
+        }
+        by_name.insert(name, id);
+    }
+
+    let declared: HashMap<String, &rtq_onnx_proto::ValueInfoProto> = gp
+        .value_info
+        .iter()
+        .chain(gp.output.iter())
+        .filter_map(|v| v.name.clone().map(|n| (n, v)))
+        .collect();
+
+    // Create every node output first so nodes listed out of order still resolve.
+    let mut outputs_of: Vec<Vec<ValueId>> = Vec::with_capacity(gp.node.len());
+    for (index, node) in gp.node.iter().enumerate() {
+        let node_name = node_label(node, index);
+        let mut outs = Vec::new();
+        let last_named = node.output.iter().rposition(|o| !o.is_empty()).map_or(0, |p| p + 1);
+        for (slot, out) in node.output[..last_named].iter().enumerate() {
+            let name = if out.is_empty() { format!("{node_name}__unused{slot}") } else { out.clone() };
+            if by_name.contains_key(&name) {
+                return Err(FrontendError::BadGraph(format!(
+                    "tensor `{name}` is defined twice (again by node `{node_name}`)"
+                )));
+            }
+            let (dtype, shape) = match declared.get(&name) {
+                Some(info) => value_info_type(info)?,
+                None => (None, None),
+            };
+            let id = graph.add_value(&name, dtype, shape);
+            by_name.insert(name, id);
+            outs.push(id);
+        }
+        outputs_of.push(outs);
+    }
+
+    for (index, (node, outs)) in gp.node.iter().zip(outputs_of).enumerate() {
+        let name = node_label(node, index);
+        let op = node.op_type.clone().unwrap_or_default();
+        let mut inputs = Vec::with_capacity(node.input.len());
+        for input in &node.input {
+            if input.is_empty() {
+                inputs.push(None);
+                continue;
+            }
+            let id = by_name.get(input).copied().ok_or_else(|| {
+                FrontendError::bad_node(&name, &op, format!("reads `{input}`, which no initializer, input or node defines"))
+            })?;
+            inputs.push(Some(id));
+        }
+        while inputs.last() == Some(&None) {
+            inputs.pop();
+        }
+        let spec = lookup(&op, opset).expect("checked by unsupported_nodes");
+        if !spec.inputs.contains(&inputs.len()) {
+            return Err(FrontendError::bad_node(
+                &name,
+                &op,
+                format!("has {} inputs, expected {:?}", inputs.len(), spec.inputs),
+            ));
+        }
+        let attrs = node
+            .attribute
+            .iter()
+            .map(|a| convert_attr(a, &name, &op, opts))
+            .collect::<Result<BTreeMap<_, _>, _>>()?;
+        if op == "Constant" {
+            let out = *outs.first().ok_or_else(|| FrontendError::bad_node(&name, &op, "has no output"))?;
+            let tensor = constant_value(&attrs).ok_or_else(|| FrontendError::bad_node(&name, &op, "has no value attribute"))?;
+            graph.set_constant(out, tensor);
+            continue;
+        }
+        add_canonical(&mut graph, opset, NodeDraft { name, op, inputs, outputs: outs, attrs })?;
+    }
+
+    for out in &gp.output {
+        let name = out.name.clone().unwrap_or_default();
+        let id = by_name
+            .get(&name)
+            .copied()
+            .ok_or_else(|| FrontendError::BadGraph(format!("graph output `{name}` is not defined")))?;
+        if graph.outputs.contains(&id) {
+            return Err(FrontendError::BadGraph(format!("graph output `{name}` is listed twice")));
+        }
+        graph.outputs.push(id);
+    }
+    rtq_ir::verify(&graph).map_err(|e| FrontendError::BadGraph(e.to_string()))?;
+    Ok(graph)
+}
+
+fn node_label(node: &NodeProto, index: usize) -> String {
+    match node.name.as_deref() {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => format!("{}_{index}", node.op_type.as_deref().unwrap_or("node")),
+    }
+}
+
+/// Every node whose op the frontend cannot import, as (node, domain, op).
+fn unsupported_nodes(nodes: &[NodeProto], opset: i64) -> Vec<(String, String, String)> {
+    nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let domain = n.domain.clone().unwrap_or_default();
+            let op = n.op_type.clone().unwrap_or_default();
+            let default_domain = domain.is_empty() || domain == "ai.onnx";
+            if default_domain && lookup(&op, opset).is_some() {
+                None
+            } else {
+                Some((node_label(n, i), domain, op))
+            }
+        })
+        .collect()
+}
+
+fn convert_attr(a: &AttributeProto, node: &str, op: &str, opts: &ImportOptions) -> Result<(String, Attr), FrontendError> {
+    let name = a.name.clone().unwrap_or_default();
+    if a.ref_attr_name.is_some() {
+        return Err(FrontendError::bad_node(node, op, format!("attribute `{name}` refers to a function attribute")));
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let ty = a.r#type.unwrap_or(0);
+    let attr = match ty {
+        1 => Attr::Float(a.f.unwrap_or(0.0)),
+        2 => Attr::Int(a.i.unwrap_or(0)),
+        3 => Attr::String(text(a.s.as_deref().unwrap_or_default())),
+        4 => {
+            let t = a.t.as_ref().ok_or_else(|| FrontendError::bad_node(node, op, format!("attribute `{name}` has no tensor")))?;
+            Attr::Tensor(tensor_from_proto(t, opts.base_dir.as_deref())?)
+        }
+        6 => Attr::Floats(a.floats.clone()),
+        7 => Attr::Ints(a.ints.clone()),
+        8 => Attr::Strings(a.strings.iter().map(|s| text(s)).collect()),
+        5 | 10 => {
+            return Err(FrontendError::bad_node(
+                node,
+                op,
+                format!("attribute `{name}` holds a subgraph; control flow is not supported"),
+            ))
+        }
+        // Very old models omit the type: infer it from the field that is set.
+        0 => {
+            if let Some(t) = &a.t {
+                Attr::Tensor(tensor_from_proto(t, opts.base_dir.as_deref())?)
+            } else if !a.ints.is_empty() {
+                Attr::Ints(a.ints.clone())
+            } else if !a.floats.is_empty() {
+                Attr::Floats(a.floats.clone())
+            } else if !a.strings.is_empty() {
+                Attr::Strings(a.strings.iter().map(|s| text(s)).collect())
+            } else if let Some(s) = &a.s {
+                Attr::String(text(s))
+            } else if let Some(f) = a.f {
+                Attr::Float(f)
+            } else {
+                Attr::Int(a.i.unwrap_or(0))
+            }
+        }
+        other => {
+            return Err(FrontendError::bad_node(
+                node,
+                op,
+                format!("attribute `{name}` has unsupported type {other}"),
+            ))
+        }
+    };
+    Ok((name, attr))
+}
+
+fn constant_value(attrs: &BTreeMap<String, Attr>) -> Option<rtq_ir::Tensor> {
+    use rtq_ir::Tensor;
+    let (key, attr) = attrs.iter().next()?;
+    Some(match (key.as_str(), attr) {
+        ("value", Attr::Tensor(t)) => t.clone(),
+        ("value_float", a) => Tensor::scalar_f32(a.as_float()?),
+        ("value_floats", Attr::Floats(v)) => Tensor::from_f32(vec![v.len()], v.clone()),
+        ("value_int", Attr::Int(v)) => Tensor::from_i64(vec![], vec![*v]),
+        ("value_ints", Attr::Ints(v)) => Tensor::from_i64(vec![v.len()], v.clone()),
+        _ => return None,
+    })
+}
