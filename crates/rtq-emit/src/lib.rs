@@ -1,1 +1,14 @@
-//! rtq-emit
+//! rtq's emitters. Every file is written to a temporary file in the destination
+//! directory and renamed into place, so a failure never leaves a partial output.
+
+mod atomic;
+mod error;
+mod onnx;
+mod report;
+
+pub use atomic::{write_atomic, write_atomic_with};
+pub use error::EmitError;
+pub use onnx::{ir_version_for_opset, to_model_bytes, to_model_proto, write_onnx, EmitOptions};
+pub use report::{
+    AccuracyReport, CompileReport, GraphSummary, OutputAccuracy, QuantSummary, TensorRange,
+};

@@ -1,0 +1,325 @@
+//! IR -> ONNX `ModelProto`.
+
+use crate::{write_atomic, EmitError};
+use rtq_ir::{Attr, Dim, Graph, Tensor, ValueId};
+use rtq_onnx_proto::{
+    attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
+    Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
+    TensorShapeProto, TypeProto, ValueInfoProto,
+};
+use std::collections::HashSet;
+use std::path::Path;
+
+/// How to emit a model.
+#[derive(Debug, Clone, Default)]
+pub struct EmitOptions {
+    /// Default-domain opset to declare; `None` = max(13, the graph's source opset).
+    pub opset: Option<i64>,
+    /// Extra `metadata_props` entries (e.g. rtq's precision and calibration method).
+    pub metadata: Vec<(String, String)>,
+    /// Also record the known type and shape of intermediate tensors (`value_info`).
+    pub value_info: bool,
+}
+
+/// Reductions whose `axes` moved from attribute to input in opset 18.
+const REDUCES_WITH_AXES_INPUT_FROM_18: &[&str] = &[
+    "ReduceMean",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+];
+
+/// The ONNX IR version that goes with a default-domain opset.
+pub fn ir_version_for_opset(opset: i64) -> i64 {
+    match opset {
+        ..=12 => 7,
+        13..=14 => 7,
+        15..=18 => 8,
+        19..=20 => 9,
+        21 => 10,
+        _ => 11,
+    }
+}
+
+/// Builds the `ModelProto` for `graph`: nodes in topological order, live constants as
+/// initializers (raw little-endian data), interface types from the IR's facts.
+pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, EmitError> {
+    let opset = opts.opset.unwrap_or(graph.opset.max(13));
+    let order = graph.topo_order().map_err(|e| EmitError::Graph(e.to_string()))?;
+    let mut gp = GraphProto {
+        name: Some(graph.name.clone()),
+        ..Default::default()
+    };
+    let mut emitted_consts: HashSet<ValueId> = HashSet::new();
+    let mut extra_names: HashSet<String> = HashSet::new();
+    let mut fresh = |base: &str, graph: &Graph| {
+        let mut name = base.to_string();
+        let mut i = 1;
+        while graph.value_by_name(&name).is_some() || extra_names.contains(&name) {
+            name = format!("{base}_{i}");
+            i += 1;
+        }
+        extra_names.insert(name.clone());
+        name
+    };
+
+    for &input in &graph.inputs {
+        gp.input.push(value_info(graph, input)?);
+    }
+    for id in order {
+        let node = graph.node(id);
+        let mut inputs: Vec<String> = node
+            .inputs
+            .iter()
+            .map(|i| i.map_or(String::new(), |v| graph.value(v).name.clone()))
+            .collect();
+        let mut attrs: Vec<AttributeProto> = Vec::new();
+        for (name, attr) in &node.attrs {
+            if opset >= 18 && name == "axes" && REDUCES_WITH_AXES_INPUT_FROM_18.contains(&node.op_type.as_str()) {
+                let axes = attr.as_ints().unwrap_or_default();
+                let cname = fresh(&format!("{}_axes", node.name), graph);
+                gp.initializer.push(tensor_proto(&cname, &Tensor::from_i64(vec![axes.len()], axes)));
+                inputs.push(cname);
+                continue;
+            }
+            attrs.push(attribute_proto(name, attr));
+        }
+        for v in node.inputs.iter().flatten() {
+            if graph.value(*v).constant.is_some() && emitted_consts.insert(*v) {
+                gp.initializer.push(tensor_proto(&graph.value(*v).name, graph.constant(*v).expect("constant")));
+            }
+        }
+        gp.node.push(NodeProto {
+            name: Some(node.name.clone()),
+            op_type: Some(node.op_type.clone()),
+            domain: (!node.domain.is_empty()).then(|| node.domain.clone()),
+            input: inputs,
+            output: node.outputs.iter().map(|&o| graph.value(o).name.clone()).collect(),
+            attribute: attrs,
+            ..Default::default()
+        });
+    }
+    if opts.value_info {
+        let interface: HashSet<ValueId> = graph.inputs.iter().chain(&graph.outputs).copied().collect();
+        for (_, node) in graph.nodes() {
+            for &out in &node.outputs {
+                if !interface.contains(&out) && graph.value(out).dtype.is_some() {
+                    gp.value_info.push(value_info(graph, out)?);
+                }
+            }
+        }
+    }
+    for &out in &graph.outputs {
+        let value = graph.value(out);
+        if let Some(tensor) = &value.constant {
+            // ONNX outputs must be produced by nodes: a folded output gets an Identity.
+            let cname = fresh(&format!("{}__const", value.name), graph);
+            gp.initializer.push(tensor_proto(&cname, tensor));
+            gp.node.push(NodeProto {
+                name: Some(fresh(&format!("{}__identity", value.name), graph)),
+                op_type: Some("Identity".into()),
+                input: vec![cname],
+                output: vec![value.name.clone()],
+                ..Default::default()
+            });
+        }
+        gp.output.push(value_info(graph, out)?);
+    }
+
+    let mut opset_import = vec![OperatorSetIdProto {
+        domain: Some(String::new()),
+        version: Some(opset),
+    }];
+    opset_import.extend(graph.extra_opsets.iter().map(|(d, v)| OperatorSetIdProto {
+        domain: Some(d.clone()),
+        version: Some(*v),
+    }));
+    let metadata = graph
+        .metadata
+        .iter()
+        .chain(opts.metadata.iter())
+        .map(|(k, v)| StringStringEntryProto {
+            key: Some(k.clone()),
+            value: Some(v.clone()),
+        })
+        .collect();
+    Ok(ModelProto {
+        ir_version: Some(ir_version_for_opset(opset)),
+        opset_import,
+        producer_name: Some("rtq".into()),
+        producer_version: Some(env!("CARGO_PKG_VERSION").into()),
+        graph: Some(gp),
+        metadata_props: metadata,
+        ..Default::default()
+    })
+}
+
+/// Serialises `graph` as ONNX bytes.
+pub fn to_model_bytes(graph: &Graph, opts: &EmitOptions) -> Result<Vec<u8>, EmitError> {
+    let model = to_model_proto(graph, opts)?;
+    let size = model.encoded_len();
+    if size > i32::MAX as usize {
+        return Err(EmitError::Graph(format!(
+            "the model is {size} bytes, over protobuf's 2 GiB limit"
+        )));
+    }
+    Ok(model.encode_to_vec())
+}
+
+/// Writes `graph` as an ONNX file at `path`, atomically.
+pub fn write_onnx(path: &Path, graph: &Graph, opts: &EmitOptions) -> Result<(), EmitError> {
+    let bytes = to_model_bytes(graph, opts)?;
+    write_atomic(path, &bytes)
+}
+
+fn value_info(graph: &Graph, id: ValueId) -> Result<ValueInfoProto, EmitError> {
+    let value = graph.value(id);
+    let dtype = value.dtype.ok_or_else(|| {
+        EmitError::Graph(format!("graph interface tensor `{}` has no known element type", value.name))
+    })?;
+    let shape = value.shape.as_ref().map(|dims| TensorShapeProto {
+        dim: dims
+            .iter()
+            .map(|d| tensor_shape_proto::Dimension {
+                // An unnamed unknown dim stays unnamed: a shared name would claim equality.
+                value: match d {
+                    Dim::Known(n) => Some(tensor_shape_proto::dimension::Value::DimValue(*n as i64)),
+                    Dim::Sym(s) if s == "?" => None,
+                    Dim::Sym(s) => Some(tensor_shape_proto::dimension::Value::DimParam(s.clone())),
+                },
+                ..Default::default()
+            })
+            .collect(),
+    });
+    Ok(ValueInfoProto {
+        name: Some(value.name.clone()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(dtype.onnx_code()),
+                shape,
+            })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+/// Encodes a tensor as `TensorProto` (raw data, except strings).
+pub(crate) fn tensor_proto(name: &str, tensor: &Tensor) -> TensorProto {
+    let mut proto = TensorProto {
+        name: Some(name.to_string()),
+        dims: tensor.shape().iter().map(|&d| d as i64).collect(),
+        data_type: Some(tensor.dtype().onnx_code()),
+        ..Default::default()
+    };
+    match tensor.data() {
+        rtq_ir::TensorData::String(s) => proto.string_data = s.clone(),
+        _ => proto.raw_data = Some(tensor.to_le_bytes()),
+    }
+    proto
+}
+
+fn attribute_proto(name: &str, attr: &Attr) -> AttributeProto {
+    let mut a = AttributeProto {
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    let ty = match attr {
+        Attr::Int(v) => {
+            a.i = Some(*v);
+            AttributeType::Int
+        }
+        Attr::Float(v) => {
+            a.f = Some(*v);
+            AttributeType::Float
+        }
+        Attr::String(s) => {
+            a.s = Some(s.clone().into_bytes());
+            AttributeType::String
+        }
+        Attr::Tensor(t) => {
+            a.t = Some(tensor_proto("", t));
+            AttributeType::Tensor
+        }
+        Attr::Ints(v) => {
+            a.ints = v.clone();
+            AttributeType::Ints
+        }
+        Attr::Floats(v) => {
+            a.floats = v.clone();
+            AttributeType::Floats
+        }
+        Attr::Strings(v) => {
+            a.strings = v.iter().map(|s| s.clone().into_bytes()).collect();
+            AttributeType::Strings
+        }
+    };
+    a.r#type = Some(ty as i32);
+    a
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_ir::DType;
+    use std::collections::BTreeMap;
+
+    fn small_graph(opset: i64) -> Graph {
+        let mut g = Graph::new("g", opset);
+        let x = g.add_input("x", DType::F32, vec![Dim::Sym("N".into()), Dim::Known(4)]);
+        let w = g.add_constant("w", Tensor::from_f32(vec![4, 2], (0..8).map(|i| i as f32).collect()));
+        let y = g.add_value("y", Some(DType::F32), Some(vec![Dim::Sym("N".into()), Dim::Known(2)]));
+        g.add_node("mm", "MatMul", vec![Some(x), Some(w)], vec![y], BTreeMap::new());
+        let z = g.add_value("z", Some(DType::F32), None);
+        let mut attrs = BTreeMap::new();
+        attrs.insert("axes".to_string(), Attr::Ints(vec![1]));
+        attrs.insert("keepdims".to_string(), Attr::Int(1));
+        g.add_node("mean", "ReduceMean", vec![Some(y)], vec![z], attrs);
+        g.outputs.push(z);
+        g
+    }
+
+    #[test]
+    fn round_trips_through_the_frontend() {
+        let g = small_graph(13);
+        let opts = EmitOptions {
+            value_info: true,
+            ..Default::default()
+        };
+        let bytes = to_model_bytes(&g, &opts).unwrap();
+        let back = rtq_frontend::load_model_bytes(&bytes).unwrap();
+        assert_eq!(rtq_ir::dump(&back), rtq_ir::dump(&g));
+    }
+
+    #[test]
+    fn opset_18_reductions_take_axes_as_input() {
+        let g = small_graph(18);
+        let model = to_model_proto(&g, &EmitOptions::default()).unwrap();
+        let gp = model.graph.as_ref().unwrap();
+        let mean = gp.node.iter().find(|n| n.op_type.as_deref() == Some("ReduceMean")).unwrap();
+        assert_eq!(mean.input.len(), 2);
+        assert!(mean.attribute.iter().all(|a| a.name.as_deref() != Some("axes")));
+        // And the frontend turns it back into the canonical attribute form.
+        let back = rtq_frontend::load_model_bytes(&to_model_bytes(&g, &EmitOptions::default()).unwrap()).unwrap();
+        let (_, node) = back.nodes().find(|(_, n)| n.op_type == "ReduceMean").unwrap();
+        assert_eq!(node.attr_ints("axes"), Some(vec![1]));
+    }
+
+    #[test]
+    fn constant_output_gets_an_identity() {
+        let mut g = Graph::new("g", 13);
+        let c = g.add_constant("c", Tensor::from_f32(vec![1], vec![3.0]));
+        g.outputs.push(c);
+        let model = to_model_proto(&g, &EmitOptions::default()).unwrap();
+        let gp = model.graph.unwrap();
+        assert_eq!(gp.node.len(), 1);
+        assert_eq!(gp.node[0].output, vec!["c".to_string()]);
+        assert_eq!(gp.initializer[0].name.as_deref(), Some("c__const"));
+    }
+}

@@ -1,0 +1,253 @@
+//! The compile report: per-tensor ranges, quantization decisions, pass statistics and
+//! accuracy of the FP16/INT8 outputs against FP32, as JSON and as terminal text.
+
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Everything `rtq compile` records about one run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompileReport {
+    /// rtq version.
+    pub rtq_version: String,
+    /// Source model path.
+    pub model: String,
+    /// Source default-domain opset.
+    pub source_opset: i64,
+    /// Emitted default-domain opset.
+    pub output_opset: i64,
+    /// Precision of the emitted model: `fp32`, `fp16` or `int8`.
+    pub precision: String,
+    /// Graph size before and after.
+    pub graph: GraphSummary,
+    /// Pass statistics (from the pass manager), as JSON.
+    pub passes: serde_json::Value,
+    /// Quantization decisions, for INT8 builds.
+    pub quantization: Option<QuantSummary>,
+    /// Per-tensor calibration ranges, for INT8 builds.
+    pub ranges: Vec<TensorRange>,
+    /// Accuracy of each reduced-precision variant against FP32.
+    pub accuracy: Vec<AccuracyReport>,
+    /// Files written.
+    pub outputs: Vec<String>,
+    /// Wall time of each stage, in seconds, in order.
+    pub timings: Vec<(String, f64)>,
+}
+
+/// Node counts and weight bytes before and after compilation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GraphSummary {
+    /// Nodes in the source model.
+    pub nodes_in: usize,
+    /// Nodes in the emitted model.
+    pub nodes_out: usize,
+    /// Bytes of FP32 weights (float constants) after optimisation, before precision changes.
+    pub weight_bytes_fp32: usize,
+    /// Bytes of all constants in the emitted model.
+    pub weight_bytes_out: usize,
+}
+
+/// What the INT8 pass did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct QuantSummary {
+    /// Calibration method.
+    pub method: String,
+    /// Calibration samples used.
+    pub samples: usize,
+    /// Nodes whose inputs were quantized.
+    pub quantized_nodes: usize,
+    /// Q/DQ pairs on activations.
+    pub activation_qdq: usize,
+    /// Weights quantized per channel.
+    pub weight_qdq: usize,
+    /// Nodes left in float, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The calibrated range of one activation tensor.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TensorRange {
+    /// Tensor name.
+    pub tensor: String,
+    /// Op type of the node producing it (`input` for graph inputs).
+    pub producer: String,
+    /// Smallest value observed.
+    pub min: f32,
+    /// Largest value observed.
+    pub max: f32,
+    /// Largest magnitude observed.
+    pub absmax: f32,
+    /// Chosen clipping threshold.
+    pub amax: f32,
+    /// INT8 scale = amax / 127.
+    pub scale: f32,
+}
+
+/// Accuracy of one variant (FP16 or INT8) against FP32 on held-out samples.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AccuracyReport {
+    /// `fp16` or `int8`.
+    pub variant: String,
+    /// Held-out samples compared.
+    pub samples: usize,
+    /// Per-output metrics.
+    pub outputs: Vec<OutputAccuracy>,
+}
+
+/// Agreement of one output tensor with FP32.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct OutputAccuracy {
+    /// Output name.
+    pub output: String,
+    /// Mean cosine similarity over samples.
+    pub cosine_mean: f64,
+    /// Worst cosine similarity over samples.
+    pub cosine_min: f64,
+    /// Largest absolute difference seen.
+    pub max_abs_error: f64,
+    /// Mean absolute difference.
+    pub mean_abs_error: f64,
+    /// For classifier-shaped outputs ([N, classes]): share of rows whose arg-max agrees.
+    pub top1_agreement: Option<f64>,
+}
+
+impl CompileReport {
+    /// Pretty JSON.
+    pub fn to_json(&self) -> Result<String, crate::EmitError> {
+        Ok(serde_json::to_string_pretty(self)?)
+    }
+
+    /// A readable summary for the terminal; `max_ranges` limits the per-tensor table.
+    pub fn render_text(&self, max_ranges: usize) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "rtq {} — {}", self.rtq_version, self.model);
+        let _ = writeln!(
+            s,
+            "  precision {}  opset {} -> {}  nodes {} -> {}",
+            self.precision, self.source_opset, self.output_opset, self.graph.nodes_in, self.graph.nodes_out
+        );
+        if self.graph.weight_bytes_fp32 > 0 {
+            let ratio = self.graph.weight_bytes_out as f64 / self.graph.weight_bytes_fp32 as f64;
+            let _ = writeln!(
+                s,
+                "  weights {} -> {} ({:.1}% of FP32)",
+                human_bytes(self.graph.weight_bytes_fp32),
+                human_bytes(self.graph.weight_bytes_out),
+                100.0 * ratio
+            );
+        }
+        if let Some(q) = &self.quantization {
+            let _ = writeln!(
+                s,
+                "  int8: {} calibration on {} samples; {} nodes quantized ({} activation Q/DQ, {} per-channel weights), {} left in float",
+                q.method, q.samples, q.quantized_nodes, q.activation_qdq, q.weight_qdq, q.skipped.len()
+            );
+        }
+        if !self.ranges.is_empty() {
+            let _ = writeln!(s, "\n  {:<48} {:<18} {:>11} {:>11} {:>11} {:>11}", "tensor", "producer", "min", "max", "amax", "scale");
+            for r in self.ranges.iter().take(max_ranges) {
+                let _ = writeln!(
+                    s,
+                    "  {:<48} {:<18} {:>11.4} {:>11.4} {:>11.4} {:>11.6}",
+                    ellipsize(&r.tensor, 48),
+                    ellipsize(&r.producer, 18),
+                    r.min,
+                    r.max,
+                    r.amax,
+                    r.scale
+                );
+            }
+            if self.ranges.len() > max_ranges {
+                let _ = writeln!(s, "  ... {} more in report.json", self.ranges.len() - max_ranges);
+            }
+        }
+        for acc in &self.accuracy {
+            let _ = writeln!(s, "\n  accuracy of {} vs fp32 on {} held-out samples:", acc.variant, acc.samples);
+            for o in &acc.outputs {
+                let top1 = o.top1_agreement.map_or(String::new(), |t| format!("  top-1 agreement {:.1}%", 100.0 * t));
+                let _ = writeln!(
+                    s,
+                    "    {:<32} cosine mean {:.5} min {:.5}  max |err| {:.4e}  mean |err| {:.4e}{top1}",
+                    ellipsize(&o.output, 32),
+                    o.cosine_mean,
+                    o.cosine_min,
+                    o.max_abs_error,
+                    o.mean_abs_error
+                );
+            }
+        }
+        if !self.outputs.is_empty() {
+            let _ = writeln!(s, "\n  wrote:");
+            for o in &self.outputs {
+                let _ = writeln!(s, "    {o}");
+            }
+        }
+        s
+    }
+}
+
+fn ellipsize(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let tail: String = s.chars().rev().take(width - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        format!("…{tail}")
+    }
+}
+
+/// Formats a byte count as KiB/MiB.
+pub(crate) fn human_bytes(n: usize) -> String {
+    if n >= 1 << 20 {
+        format!("{:.2} MiB", n as f64 / (1 << 20) as f64)
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_report_lists_ranges_and_accuracy() {
+        let report = CompileReport {
+            rtq_version: "0.1.0".into(),
+            model: "m.onnx".into(),
+            precision: "int8".into(),
+            ranges: vec![TensorRange {
+                tensor: "conv1_out".into(),
+                producer: "Conv".into(),
+                min: -1.0,
+                max: 2.0,
+                absmax: 2.0,
+                amax: 1.5,
+                scale: 1.5 / 127.0,
+            }],
+            accuracy: vec![AccuracyReport {
+                variant: "int8".into(),
+                samples: 4,
+                outputs: vec![OutputAccuracy {
+                    output: "prob".into(),
+                    cosine_mean: 0.999,
+                    cosine_min: 0.99,
+                    max_abs_error: 0.01,
+                    mean_abs_error: 0.001,
+                    top1_agreement: Some(1.0),
+                }],
+            }],
+            ..Default::default()
+        };
+        let text = report.render_text(10);
+        assert!(text.contains("conv1_out") && text.contains("1.5000"), "{text}");
+        assert!(text.contains("top-1 agreement 100.0%"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
+        assert_eq!(json["ranges"][0]["amax"], 1.5);
+    }
+
+    #[test]
+    fn long_names_are_shortened_from_the_left() {
+        assert_eq!(ellipsize("abcdef", 4), "…def");
+        assert_eq!(human_bytes(2048), "2.0 KiB");
+    }
+}
