@@ -1,0 +1,47 @@
+//! The calibrator and range-collector traits and the per-tensor report.
+
+use crate::CalibError;
+use serde::Serialize;
+
+/// A calibration algorithm, chosen by name from the registry
+/// ([`crate::calibrator_by_name`]): `entropy` (default), `max`, `percentile`, `mse`.
+pub trait Calibrator: Send + Sync {
+    /// The registry name (`entropy`, `max`, ...).
+    fn name(&self) -> &'static str;
+    /// A fresh per-tensor range collector.
+    fn collector(&self) -> Box<dyn RangeCollector>;
+}
+
+/// Streams one tensor's values over many batches and then picks its range.
+///
+/// Memory stays constant in the number of batches. Collectors of different
+/// tensors are independent, so a caller may update them in parallel.
+pub trait RangeCollector: Send {
+    /// Observes one batch.
+    ///
+    /// Fails with [`CalibError::NonFinite`] if the batch holds NaN or Inf; the
+    /// collector is then left unchanged. The caller adds the tensor and file
+    /// names (see [`CalibError::for_tensor`]).
+    fn observe(&mut self, values: &[f32]) -> Result<(), CalibError>;
+    /// The final symmetric range `amax` (finite and > 0); the int8 scale is `amax / 127`.
+    ///
+    /// Fails with [`CalibError::NoData`] if nothing was observed.
+    fn amax(&self) -> Result<f32, CalibError>;
+    /// Statistics for reports.
+    fn stats(&self) -> RangeStats;
+}
+
+/// What a collector saw and what it chose, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RangeStats {
+    /// Smallest observed value (0 when nothing was observed).
+    pub min: f32,
+    /// Largest observed value (0 when nothing was observed).
+    pub max: f32,
+    /// Largest observed |x| (0 when nothing was observed).
+    pub absmax: f32,
+    /// Number of values observed.
+    pub count: u64,
+    /// The chosen range, as [`RangeCollector::amax`] returns it (0 when nothing was observed).
+    pub amax: f32,
+}

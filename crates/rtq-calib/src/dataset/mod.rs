@@ -1,0 +1,315 @@
+//! Calibration data: a directory of `.npy`, `.npz` and image files, each
+//! loaded into one or more samples feeding every model input.
+//!
+//! * `.npy` feeds the model's single input. If the input's leading (batch)
+//!   dim is fixed to `B` and the array's leading dim is `k * B`, the array is
+//!   split into `k` samples; otherwise its shape must match (dynamic dims match
+//!   anything; an array lacking a leading batch dim of 1 gets one).
+//! * `.npz` maps array names to input names: every input must be present and
+//!   no other array may be; all arrays must split into the same number of samples.
+//! * `.png`, `.jpg`, `.jpeg` feed the single (float, rank-4) input: see [`DataOptions`].
+//!
+//! Arrays are converted to the input's element type only when no element
+//! changes value (e.g. float64 holding float32-exact values). NaN or Inf in
+//! loaded data is an error. Every error names the file and the input.
+
+mod convert;
+mod images;
+mod npy;
+mod options;
+mod spec;
+
+pub use options::{DataOptions, Layout};
+pub use spec::InputSpec;
+
+use crate::CalibError;
+use convert::{convert_lossless, count_non_finite, ConvertError};
+use rtq_ir::Tensor;
+use spec::{fit, split_batches, Fit};
+use std::path::{Path, PathBuf};
+
+/// One sample: a tensor for every model input, as `(input name, tensor)` in input order.
+pub type Sample = Vec<(String, Tensor)>;
+
+/// The kinds of file a calibration set reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileKind {
+    Npy,
+    Npz,
+    Image,
+}
+
+impl FileKind {
+    /// The kind for a file name's extension (any case), if usable.
+    fn of(path: &Path) -> Option<FileKind> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        match ext.as_str() {
+            "npy" => Some(FileKind::Npy),
+            "npz" => Some(FileKind::Npz),
+            "png" | "jpg" | "jpeg" => Some(FileKind::Image),
+            _ => None,
+        }
+    }
+}
+
+/// The usable files of a calibration-data directory, sorted by name.
+#[derive(Debug, Clone)]
+pub struct CalibrationSet {
+    dir: PathBuf,
+    files: Vec<PathBuf>,
+    options: DataOptions,
+}
+
+impl CalibrationSet {
+    /// Lists the `.npy`, `.npz`, `.png`, `.jpg` and `.jpeg` files directly in
+    /// `dir` (other entries are ignored), sorted by file name.
+    ///
+    /// Fails, naming the directory, if it is missing, not a directory, or holds
+    /// no usable file; or if `opts` is invalid.
+    pub fn open(dir: &Path, opts: &DataOptions) -> Result<CalibrationSet, CalibError> {
+        opts.validate()?;
+        let dir_err = |reason: String| CalibError::DataDir {
+            dir: dir.to_path_buf(),
+            reason,
+        };
+        if !dir.exists() {
+            return Err(dir_err("does not exist".into()));
+        }
+        if !dir.is_dir() {
+            return Err(dir_err("is not a directory".into()));
+        }
+        let io_err = |source| CalibError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io_err)? {
+            let path = entry.map_err(io_err)?.path();
+            if path.is_file() && FileKind::of(&path).is_some() {
+                files.push(path);
+            }
+        }
+        if files.is_empty() {
+            return Err(dir_err(
+                "holds no calibration files (.npy, .npz, .png, .jpg, .jpeg)".into(),
+            ));
+        }
+        files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+        Ok(CalibrationSet {
+            dir: dir.to_path_buf(),
+            files,
+            options: opts.clone(),
+        })
+    }
+
+    /// Number of files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether the set has no file (never true for an opened set).
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The files, in load order.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+
+    /// The loading options.
+    pub fn options(&self) -> &DataOptions {
+        &self.options
+    }
+
+    /// Loads file `index` into one or more samples feeding `inputs`.
+    pub fn load(&self, index: usize, inputs: &[InputSpec]) -> Result<Vec<Sample>, CalibError> {
+        let file = self.files.get(index).ok_or(CalibError::IndexOutOfRange {
+            dir: self.dir.clone(),
+            index,
+            len: self.files.len(),
+        })?;
+        load_file(file, inputs, &self.options)
+    }
+}
+
+/// Loads one `.npy`, `.npz` or image file into samples feeding `inputs`
+/// (see the module docs for the rules).
+pub fn load_file(
+    file: &Path,
+    inputs: &[InputSpec],
+    opts: &DataOptions,
+) -> Result<Vec<Sample>, CalibError> {
+    opts.validate()?;
+    let inputs_err = |reason: String| CalibError::Inputs {
+        file: file.to_path_buf(),
+        reason,
+    };
+    let kind = FileKind::of(file).ok_or_else(|| {
+        inputs_err("not a calibration file (.npy, .npz, .png, .jpg, .jpeg)".into())
+    })?;
+    if inputs.is_empty() {
+        return Err(inputs_err("the model has no inputs to feed".into()));
+    }
+    let single_input = |what: &str| match inputs {
+        [one] => Ok(one),
+        _ => Err(inputs_err(format!(
+            "{what} files feed a single input, but the model has {} ({}); use .npz files",
+            inputs.len(),
+            names(inputs.iter().map(|i| i.name.as_str()))
+        ))),
+    };
+    match kind {
+        FileKind::Npy => {
+            let input = single_input(".npy")?;
+            let tensor = npy::read_npy(file)?;
+            let parts = prepare(file, input, tensor)?;
+            Ok(parts
+                .into_iter()
+                .map(|t| vec![(input.name.clone(), t)])
+                .collect())
+        }
+        FileKind::Npz => {
+            let arrays = npy::read_npz(file)?;
+            load_npz_arrays(file, inputs, arrays)
+        }
+        FileKind::Image => {
+            let input = single_input("image")?;
+            let tensor = images::load_image(file, input, opts)?;
+            match fit(input, tensor.shape()) {
+                Some(Fit::Batches(1)) => Ok(vec![vec![(input.name.clone(), tensor)]]),
+                _ => Err(CalibError::ShapeMismatch {
+                    file: file.to_path_buf(),
+                    input: input.name.clone(),
+                    actual: tensor.shape().to_vec(),
+                    expected: input.shape_string(),
+                }),
+            }
+        }
+    }
+}
+
+/// Maps an archive's arrays onto the inputs and splits them into samples.
+fn load_npz_arrays(
+    file: &Path,
+    inputs: &[InputSpec],
+    mut arrays: Vec<(String, Tensor)>,
+) -> Result<Vec<Sample>, CalibError> {
+    let inputs_err = |reason: String| CalibError::Inputs {
+        file: file.to_path_buf(),
+        reason,
+    };
+    let missing: Vec<&str> = inputs
+        .iter()
+        .filter(|i| !arrays.iter().any(|(n, _)| *n == i.name))
+        .map(|i| i.name.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(inputs_err(format!(
+            "no array for input(s) {}; the archive holds {}",
+            names(missing.into_iter()),
+            names(arrays.iter().map(|(n, _)| n.as_str()))
+        )));
+    }
+    let extra: Vec<&str> = arrays
+        .iter()
+        .filter(|(n, _)| !inputs.iter().any(|i| i.name == *n))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    if !extra.is_empty() {
+        return Err(inputs_err(format!(
+            "array(s) {} match no model input; the inputs are {}",
+            names(extra.into_iter()),
+            names(inputs.iter().map(|i| i.name.as_str()))
+        )));
+    }
+    let mut per_input: Vec<Vec<Tensor>> = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let at = arrays
+            .iter()
+            .position(|(n, _)| *n == input.name)
+            .ok_or_else(|| inputs_err(format!("no array for input `{}`", input.name)))?;
+        let (_, tensor) = arrays.swap_remove(at);
+        per_input.push(prepare(file, input, tensor)?);
+    }
+    let counts: Vec<usize> = per_input.iter().map(Vec::len).collect();
+    if counts.iter().any(|&k| k != counts[0]) {
+        let detail: Vec<String> = inputs
+            .iter()
+            .zip(&counts)
+            .map(|(i, k)| format!("`{}` gives {k}", i.name))
+            .collect();
+        return Err(inputs_err(format!(
+            "arrays split into different numbers of batches: {}",
+            detail.join(", ")
+        )));
+    }
+    let mut samples: Vec<Sample> = (0..counts[0])
+        .map(|_| Vec::with_capacity(inputs.len()))
+        .collect();
+    for (input, parts) in inputs.iter().zip(per_input) {
+        for (sample, t) in samples.iter_mut().zip(parts) {
+            sample.push((input.name.clone(), t));
+        }
+    }
+    Ok(samples)
+}
+
+/// Checks one array for NaN/Inf, converts it to the input's type and fits it
+/// to the input's shape, giving one tensor per batch.
+fn prepare(file: &Path, input: &InputSpec, tensor: Tensor) -> Result<Vec<Tensor>, CalibError> {
+    let bad = count_non_finite(tensor.data());
+    if bad > 0 {
+        return Err(CalibError::NonFiniteData {
+            file: file.to_path_buf(),
+            tensor: input.name.clone(),
+            count: bad,
+        });
+    }
+    let shape = tensor.shape().to_vec();
+    let how = fit(input, &shape).ok_or_else(|| CalibError::ShapeMismatch {
+        file: file.to_path_buf(),
+        input: input.name.clone(),
+        actual: shape.clone(),
+        expected: input.shape_string(),
+    })?;
+    let from = tensor.dtype();
+    let data = convert_lossless(tensor.into_data(), input.dtype).map_err(|e| CalibError::DType {
+        file: file.to_path_buf(),
+        tensor: input.name.clone(),
+        reason: match e {
+            ConvertError::Unsupported => format!("{from} data cannot feed a {} input", input.dtype),
+            ConvertError::Lossy { count, example } => format!(
+                "{count} {from} values (e.g. {example}) change when converted to the input's {}; save the array as {}",
+                input.dtype, input.dtype
+            ),
+        },
+    })?;
+    let shape = match how {
+        Fit::AddBatch => std::iter::once(1).chain(shape).collect(),
+        Fit::Batches(_) => shape,
+    };
+    let tensor = Tensor::new(shape, data).map_err(|e| CalibError::Decode {
+        file: file.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    Ok(match how {
+        Fit::Batches(k) => split_batches(tensor, k),
+        Fit::AddBatch => vec![tensor],
+    })
+}
+
+/// Names as "`a`, `b`".
+fn names<'a>(it: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<String> = it.map(|n| format!("`{n}`")).collect();
+    if v.is_empty() {
+        "nothing".into()
+    } else {
+        v.join(", ")
+    }
+}

@@ -1,0 +1,129 @@
+//! A range collector that streams values into an [`AbsHistogram`] and hands
+//! the final choice to a pluggable [`HistogramRule`].
+
+use crate::amax::finalize;
+use crate::histogram::AbsHistogram;
+use crate::observed::{BatchSummary, Observed};
+use crate::{CalibError, RangeCollector, RangeStats};
+use std::cell::Cell;
+
+/// How a histogram-based calibrator picks its threshold.
+pub trait HistogramRule: Send + Sync + 'static {
+    /// The threshold (in the data's units) for `hist`, whose data's largest
+    /// |x| is `absmax` (> 0). The collector clamps it into `(0, absmax]`.
+    fn threshold(&self, hist: &AbsHistogram, absmax: f32) -> f64;
+}
+
+/// Streams one tensor into a fixed-size |x| histogram plus running min/max.
+pub struct HistogramCollector<R: HistogramRule> {
+    hist: AbsHistogram,
+    observed: Observed,
+    rule: R,
+    /// The last computed range; cleared by every `observe`.
+    cached: Cell<Option<f32>>,
+}
+
+impl<R: HistogramRule> HistogramCollector<R> {
+    /// An empty collector with `num_bins` histogram bins.
+    pub fn new(num_bins: usize, rule: R) -> Self {
+        HistogramCollector {
+            hist: AbsHistogram::new(num_bins),
+            observed: Observed::default(),
+            rule,
+            cached: Cell::new(None),
+        }
+    }
+
+    /// The histogram collected so far.
+    pub fn histogram(&self) -> &AbsHistogram {
+        &self.hist
+    }
+
+    /// The threshold rule.
+    pub fn rule(&self) -> &R {
+        &self.rule
+    }
+}
+
+impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
+    fn observe(&mut self, values: &[f32]) -> Result<(), CalibError> {
+        let Some(batch) = BatchSummary::scan(values)? else {
+            return Ok(());
+        };
+        self.hist.add(values, batch.absmax());
+        self.observed.add(batch, values.len());
+        self.cached.set(None);
+        Ok(())
+    }
+
+    fn amax(&self) -> Result<f32, CalibError> {
+        if let Some(a) = self.cached.get() {
+            return Ok(a);
+        }
+        let absmax = self.observed.absmax();
+        let candidate = match absmax {
+            Some(a) if a > 0.0 => self.rule.threshold(&self.hist, a),
+            _ => 0.0,
+        };
+        let a = finalize(candidate, absmax)?;
+        self.cached.set(Some(a));
+        Ok(a)
+    }
+
+    fn stats(&self) -> RangeStats {
+        self.observed.stats(self.amax().unwrap_or(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amax::ZERO_RANGE_AMAX;
+
+    /// Picks half the histogram range, to see what the collector does around it.
+    struct Half;
+    impl HistogramRule for Half {
+        fn threshold(&self, hist: &AbsHistogram, _absmax: f32) -> f64 {
+            hist.range() / 2.0
+        }
+    }
+
+    #[test]
+    fn collector_streams_and_caches() {
+        let mut c = HistogramCollector::new(128, Half);
+        assert!(matches!(c.amax(), Err(CalibError::NoData)));
+        assert_eq!(c.stats().amax, 0.0);
+        c.observe(&[1.0, -4.0]).unwrap();
+        assert_eq!(c.amax().unwrap(), 2.0);
+        c.observe(&[6.0]).unwrap();
+        assert_eq!(c.histogram().range(), 8.0);
+        assert_eq!(c.amax().unwrap(), 4.0);
+        let s = c.stats();
+        assert_eq!(
+            (s.min, s.max, s.absmax, s.count, s.amax),
+            (-4.0, 6.0, 6.0, 3, 4.0)
+        );
+    }
+
+    #[test]
+    fn non_finite_batch_leaves_collector_unchanged() {
+        let mut c = HistogramCollector::new(128, Half);
+        c.observe(&[1.0]).unwrap();
+        let before = c.histogram().clone();
+        assert!(matches!(
+            c.observe(&[100.0, f32::NAN]),
+            Err(CalibError::NonFinite { count: 1, total: 2 })
+        ));
+        assert_eq!(c.histogram(), &before);
+        assert_eq!(c.stats().count, 1);
+    }
+
+    #[test]
+    fn all_zero_tensor_gets_positive_range() {
+        let mut c = HistogramCollector::new(128, Half);
+        c.observe(&[0.0; 16]).unwrap();
+        c.observe(&[]).unwrap();
+        assert_eq!(c.amax().unwrap(), ZERO_RANGE_AMAX);
+        assert_eq!(c.histogram().counts()[0], 16);
+    }
+}

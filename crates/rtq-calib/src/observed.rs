@@ -1,0 +1,115 @@
+//! Running min / max / count over the batches a collector has seen.
+
+use crate::{CalibError, RangeStats};
+
+/// Summary of one batch: its extremes, checked to be finite.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct BatchSummary {
+    /// Smallest value.
+    pub min: f32,
+    /// Largest value.
+    pub max: f32,
+}
+
+impl BatchSummary {
+    /// Largest |x| of the batch.
+    pub fn absmax(&self) -> f32 {
+        self.min.abs().max(self.max.abs())
+    }
+
+    /// Scans `values` once; `None` for an empty batch, an error if any value is NaN/Inf.
+    pub fn scan(values: &[f32]) -> Result<Option<BatchSummary>, CalibError> {
+        if values.is_empty() {
+            return Ok(None);
+        }
+        let mut min = f32::INFINITY;
+        let mut max = f32::NEG_INFINITY;
+        let mut bad = 0usize;
+        for &x in values {
+            // `min`/`max` ignore NaN; the count below catches it.
+            min = min.min(x);
+            max = max.max(x);
+            bad += usize::from(!x.is_finite());
+        }
+        if bad > 0 {
+            return Err(CalibError::NonFinite {
+                count: bad,
+                total: values.len(),
+            });
+        }
+        Ok(Some(BatchSummary { min, max }))
+    }
+}
+
+/// Extremes and count over every batch observed so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Observed {
+    range: Option<BatchSummary>,
+    count: u64,
+}
+
+impl Observed {
+    /// Folds in a scanned batch of `len` values.
+    pub fn add(&mut self, batch: BatchSummary, len: usize) {
+        self.range = Some(match self.range {
+            None => batch,
+            Some(r) => BatchSummary {
+                min: r.min.min(batch.min),
+                max: r.max.max(batch.max),
+            },
+        });
+        self.count += len as u64;
+    }
+
+    /// Largest |x| observed, `None` before the first value.
+    pub fn absmax(&self) -> Option<f32> {
+        self.range.map(|r| r.absmax())
+    }
+
+    /// The report for these observations with the chosen `amax`.
+    pub fn stats(&self, amax: f32) -> RangeStats {
+        let r = self.range.unwrap_or(BatchSummary { min: 0.0, max: 0.0 });
+        RangeStats {
+            min: r.min,
+            max: r.max,
+            absmax: r.absmax(),
+            count: self.count,
+            amax,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_extremes_and_rejects_non_finite() {
+        let s = BatchSummary::scan(&[1.0, -3.0, 2.0]).unwrap().unwrap();
+        assert_eq!((s.min, s.max, s.absmax()), (-3.0, 2.0, 3.0));
+        assert!(BatchSummary::scan(&[]).unwrap().is_none());
+        match BatchSummary::scan(&[1.0, f32::NAN, f32::INFINITY, 2.0]) {
+            Err(CalibError::NonFinite { count, total }) => assert_eq!((count, total), (2, 4)),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn observed_accumulates() {
+        let mut o = Observed::default();
+        assert_eq!(o.stats(0.0).count, 0);
+        o.add(
+            BatchSummary {
+                min: -1.0,
+                max: 0.5,
+            },
+            4,
+        );
+        o.add(BatchSummary { min: 0.0, max: 2.0 }, 6);
+        let s = o.stats(1.5);
+        assert_eq!(
+            (s.min, s.max, s.absmax, s.count, s.amax),
+            (-1.0, 2.0, 2.0, 10, 1.5)
+        );
+    }
+}
