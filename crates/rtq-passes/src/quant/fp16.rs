@@ -1,0 +1,294 @@
+//! FP16 conversion: float weights and activations to half precision, with the ops
+//! that need FP32 kept there and values beyond FP16's range guarded.
+
+use super::{NodeFilter, QuantError};
+use rtq_ir::{Attr, DType, Graph, NodeId, Tensor, ValueId};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Largest finite FP16 value.
+pub const FP16_MAX: f32 = 65504.0;
+
+/// Ops kept in FP32: numerically fragile (exponentials, powers, long reductions,
+/// normalisations whose variance overflows FP16), index/shape producing, or defined
+/// on float32 only.
+const KEEP_FP32_OPS: &[&str] = &[
+    "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf", "ReduceSum", "ReduceSumSquare", "ReduceL2",
+    "ReduceLogSumExp", "ReduceProd", "ReduceMean", "LayerNormalization", "InstanceNormalization",
+    "GroupNormalization", "LpNormalization", "CumSum", "Range", "TopK", "NonMaxSuppression",
+    "NonZero", "RoiAlign", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+    "Multinomial", "QuantizeLinear", "DequantizeLinear", "Einsum",
+];
+
+/// Inputs that ONNX requires to stay float32 whatever the data type (op, slot).
+const FLOAT32_ONLY_INPUTS: &[(&str, usize)] = &[("Resize", 1), ("Resize", 2), ("Upsample", 1)];
+
+/// Options of the FP16 transform.
+#[derive(Debug, Clone)]
+pub struct Fp16Options {
+    /// Nodes to keep in FP32 beyond the built-in list.
+    pub exclude: NodeFilter,
+    /// Keep graph inputs and outputs FP32 (Casts at the boundary).
+    pub keep_io_types: bool,
+    /// Largest magnitude each tensor reached in an FP32 run on calibration data, when
+    /// known: nodes producing values beyond `overflow_margin * 65504` stay FP32.
+    pub observed_absmax: HashMap<ValueId, f32>,
+    /// Fraction of the FP16 range an activation may use before its node stays FP32.
+    pub overflow_margin: f32,
+}
+
+impl Default for Fp16Options {
+    fn default() -> Self {
+        Fp16Options {
+            exclude: NodeFilter::default(),
+            keep_io_types: true,
+            observed_absmax: HashMap::new(),
+            overflow_margin: 0.5,
+        }
+    }
+}
+
+/// What the FP16 transform did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Fp16Summary {
+    /// Nodes now computing in FP16.
+    pub fp16_nodes: usize,
+    /// Nodes kept in FP32, with the reason.
+    pub kept_fp32: Vec<(String, String)>,
+    /// Cast nodes inserted.
+    pub casts: usize,
+    /// Constants converted.
+    pub constants: usize,
+    /// Weight values clamped to ±65504.
+    pub clamped_values: usize,
+    /// Non-zero weight values that flush to zero in FP16.
+    pub underflowed_values: usize,
+}
+
+fn is_f32(graph: &Graph, v: ValueId) -> bool {
+    graph.value(v).dtype == Some(DType::F32)
+}
+
+/// Converts the graph to FP16 in place.
+pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary, QuantError> {
+    let order = graph.topo_order().map_err(|e| QuantError::Node {
+        node: graph.name.clone(),
+        op: "graph".into(),
+        message: e.to_string(),
+    })?;
+    let mut summary = Fp16Summary::default();
+    if !opts.keep_io_types {
+        for i in graph.inputs.clone() {
+            if is_f32(graph, i) {
+                graph.value_mut(i).dtype = Some(DType::F16);
+            }
+        }
+    }
+    // 1. Decide each node's precision.
+    let mut half_nodes: HashSet<NodeId> = HashSet::new();
+    for &id in &order {
+        let node = graph.node(id);
+        let touches_float = node.inputs.iter().flatten().chain(node.outputs.iter()).any(|&v| is_f32(graph, v))
+            || (node.op_type == "Cast" && node.attr_int("to", 0) == DType::F32.onnx_code() as i64);
+        if !touches_float {
+            continue;
+        }
+        let reason = if KEEP_FP32_OPS.contains(&node.op_type.as_str()) {
+            Some("op is kept in FP32".to_string())
+        } else if opts.exclude.matches(node) {
+            Some("excluded by filter".to_string())
+        } else {
+            node.outputs.iter().find_map(|o| {
+                let limit = opts.overflow_margin * FP16_MAX;
+                opts.observed_absmax
+                    .get(o)
+                    .filter(|&&m| m > limit)
+                    .map(|m| format!("output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}", graph.value(*o).name))
+            })
+        };
+        match reason {
+            Some(r) => summary.kept_fp32.push((node.name.clone(), r)),
+            None => {
+                half_nodes.insert(id);
+            }
+        }
+    }
+
+    // 2. Retype node outputs and Casts of half nodes.
+    for &id in &order {
+        if !half_nodes.contains(&id) {
+            continue;
+        }
+        summary.fp16_nodes += 1;
+        let node = graph.node(id).clone();
+        if node.op_type == "Cast" && node.attr_int("to", 0) == DType::F32.onnx_code() as i64 {
+            graph.node_mut(id).attrs.insert("to".into(), Attr::Int(DType::F16.onnx_code() as i64));
+        }
+        for &o in &node.outputs {
+            if is_f32(graph, o) {
+                graph.value_mut(o).dtype = Some(DType::F16);
+            }
+        }
+    }
+
+    // 3. Fix every float edge whose precision differs from what its reader computes in.
+    let mut half_consts: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut casts: HashMap<(ValueId, DType), ValueId> = HashMap::new();
+    for &id in &order {
+        let node = graph.node(id).clone();
+        let wants_half = half_nodes.contains(&id);
+        for (slot, input) in node.inputs.iter().enumerate() {
+            let Some(v) = *input else { continue };
+            let dtype = graph.value(v).dtype;
+            if !matches!(dtype, Some(DType::F32) | Some(DType::F16)) {
+                continue;
+            }
+            let slot_half = wants_half && !FLOAT32_ONLY_INPUTS.contains(&(node.op_type.as_str(), slot));
+            let target = if slot_half { DType::F16 } else { DType::F32 };
+            if dtype == Some(target) {
+                continue;
+            }
+            let replacement = if let (Some(t), DType::F16) = (graph.constant(v).cloned(), target) {
+                // A float constant read in half precision: store a converted copy.
+                match half_consts.get(&v) {
+                    Some(&c) => c,
+                    None => {
+                        let (converted, clamped, underflowed) = to_half(&t);
+                        summary.clamped_values += clamped;
+                        summary.underflowed_values += underflowed;
+                        summary.constants += 1;
+                        let name = format!("{}_fp16", graph.value(v).name);
+                        let c = graph.add_constant(&name, converted);
+                        half_consts.insert(v, c);
+                        c
+                    }
+                }
+            } else {
+                match casts.get(&(v, target)) {
+                    Some(&c) => c,
+                    None => {
+                        let c = insert_cast(graph, v, target);
+                        summary.casts += 1;
+                        casts.insert((v, target), c);
+                        c
+                    }
+                }
+            };
+            graph.node_mut(id).inputs[slot] = Some(replacement);
+        }
+    }
+
+    // 4. Keep the interface in FP32: outputs computed in half get a final Cast that
+    //    takes over the output's name.
+    if opts.keep_io_types {
+        for i in 0..graph.outputs.len() {
+            let out = graph.outputs[i];
+            if graph.value(out).dtype != Some(DType::F16) || graph.value(out).constant.is_some() {
+                continue;
+            }
+            let name = graph.value(out).name.clone();
+            let cast_out = insert_cast(graph, out, DType::F32);
+            summary.casts += 1;
+            let fresh = graph.fresh_value_name(&format!("{name}_fp16"));
+            graph.rename_value(out, &fresh).ok();
+            graph.rename_value(cast_out, &name).map_err(|e| QuantError::Node {
+                node: name.clone(),
+                op: "Cast".into(),
+                message: e.to_string(),
+            })?;
+            graph.outputs[i] = cast_out;
+        }
+    }
+    Ok(summary)
+}
+
+/// Adds `Cast(v, to)` and returns its output.
+fn insert_cast(graph: &mut Graph, v: ValueId, to: DType) -> ValueId {
+    let name = graph.value(v).name.clone();
+    let suffix = if to == DType::F16 { "fp16" } else { "fp32" };
+    let out = graph.add_value(&format!("{name}_to_{suffix}"), Some(to), graph.value(v).shape.clone());
+    let mut attrs = BTreeMap::new();
+    attrs.insert("to".to_string(), Attr::Int(to.onnx_code() as i64));
+    graph.add_node(&format!("{name}_cast_{suffix}"), "Cast", vec![Some(v)], vec![out], attrs);
+    out
+}
+
+/// Converts an f32 tensor to f16, clamping to ±65504; returns (tensor, clamped, underflowed).
+fn to_half(t: &Tensor) -> (Tensor, usize, usize) {
+    let values = t.to_f32_vec();
+    let mut clamped = 0;
+    let mut underflowed = 0;
+    let halves: Vec<half::f16> = values
+        .iter()
+        .map(|&x| {
+            let y = if x.is_finite() && x.abs() > FP16_MAX {
+                clamped += 1;
+                x.signum() * FP16_MAX
+            } else {
+                x
+            };
+            let h = half::f16::from_f32(y);
+            if y != 0.0 && h.to_f32() == 0.0 {
+                underflowed += 1;
+            }
+            h
+        })
+        .collect();
+    let tensor = Tensor::new(t.shape().to_vec(), rtq_ir::TensorData::F16(halves)).expect("same shape");
+    (tensor, clamped, underflowed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_ir::Dim;
+
+    fn graph() -> (Graph, ValueId) {
+        // x -> Conv(w) -> c -> Exp -> e -> Relu -> y
+        let mut g = Graph::new("g", 13);
+        let shape = vec![Dim::Known(1), Dim::Known(1), Dim::Known(2), Dim::Known(2)];
+        let x = g.add_input("x", DType::F32, shape.clone());
+        let w = g.add_constant("w", Tensor::from_f32(vec![1, 1, 1, 1], vec![1e6]));
+        let c = g.add_value("c", Some(DType::F32), Some(shape.clone()));
+        g.add_node("conv", "Conv", vec![Some(x), Some(w)], vec![c], BTreeMap::new());
+        let e = g.add_value("e", Some(DType::F32), Some(shape.clone()));
+        g.add_node("exp", "Exp", vec![Some(c)], vec![e], BTreeMap::new());
+        let y = g.add_value("y", Some(DType::F32), Some(shape));
+        g.add_node("relu", "Relu", vec![Some(e)], vec![y], BTreeMap::new());
+        g.outputs.push(y);
+        (g, c)
+    }
+
+    #[test]
+    fn converts_weights_keeps_blocked_ops_and_interface() {
+        let (mut g, c) = graph();
+        let s = convert_fp16(&mut g, &Fp16Options::default()).unwrap();
+        rtq_ir::verify(&g).unwrap();
+        assert_eq!(s.fp16_nodes, 2, "conv and relu");
+        assert_eq!(s.kept_fp32.len(), 1, "exp");
+        assert_eq!(s.clamped_values, 1);
+        assert_eq!(g.value(c).dtype, Some(DType::F16));
+        // Interface unchanged: input and output are still float with their names.
+        assert_eq!(g.value(g.inputs[0]).dtype, Some(DType::F32));
+        let out = g.outputs[0];
+        assert_eq!(g.value(out).name, "y");
+        assert_eq!(g.value(out).dtype, Some(DType::F32));
+        // Casts: x->fp16, c->fp32 (for Exp), e->fp16 (for Relu), y->fp32.
+        assert_eq!(s.casts, 4);
+        let w16 = g.constant(g.value_by_name("w_fp16").unwrap()).unwrap();
+        assert_eq!(w16.dtype(), DType::F16);
+        assert_eq!(w16.to_f32_vec(), vec![FP16_MAX]);
+    }
+
+    #[test]
+    fn observed_overflow_keeps_node_fp32() {
+        let (mut g, c) = graph();
+        let opts = Fp16Options {
+            observed_absmax: HashMap::from([(c, 1e5)]),
+            ..Default::default()
+        };
+        let s = convert_fp16(&mut g, &opts).unwrap();
+        assert!(s.kept_fp32.iter().any(|(n, r)| n == "conv" && r.contains("FP16 guard")), "{:?}", s.kept_fp32);
+        assert_eq!(g.value(c).dtype, Some(DType::F32));
+    }
+}

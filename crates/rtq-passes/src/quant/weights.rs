@@ -1,0 +1,55 @@
+//! Symmetric INT8 quantization of constant tensors.
+
+/// Quantizes `x / scale` to int8 with round-half-to-even and narrow-range clamping to [-127, 127].
+pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
+    let q = (x / scale).round_ties_even();
+    q.clamp(-127.0, 127.0) as i8
+}
+
+/// Per-channel symmetric quantization of `data` (row-major `shape`) along `axis`.
+/// Returns the int8 values and one scale per channel (`max|w_c| / 127`, or 1.0 for an
+/// all-zero channel so every scale stays strictly positive).
+pub fn quantize_per_channel(data: &[f32], shape: &[usize], axis: usize) -> (Vec<i8>, Vec<f32>) {
+    let channels = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let mut amax = vec![0f32; channels];
+    for (i, &v) in data.iter().enumerate() {
+        let c = (i / inner) % channels;
+        amax[c] = amax[c].max(v.abs());
+    }
+    let scales: Vec<f32> = amax
+        .iter()
+        .map(|&a| if a > 0.0 && a.is_finite() { a / 127.0 } else { 1.0 })
+        .collect();
+    let q = data
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| quantize_symmetric(v, scales[(i / inner) % channels]))
+        .collect();
+    (q, scales)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_half_to_even_and_saturates() {
+        assert_eq!(quantize_symmetric(2.5, 1.0), 2);
+        assert_eq!(quantize_symmetric(3.5, 1.0), 4);
+        assert_eq!(quantize_symmetric(-2.5, 1.0), -2);
+        assert_eq!(quantize_symmetric(1000.0, 1.0), 127);
+        assert_eq!(quantize_symmetric(-1000.0, 1.0), -127);
+    }
+
+    #[test]
+    fn per_channel_scales_follow_the_axis() {
+        // shape [2, 3]: channel 0 max 3, channel 1 all zero.
+        let (q, s) = quantize_per_channel(&[1.0, -3.0, 1.5, 0.0, 0.0, 0.0], &[2, 3], 0);
+        assert_eq!(s, vec![3.0 / 127.0, 1.0]);
+        assert_eq!(q, vec![42, -127, 64, 0, 0, 0]);
+        // Along axis 1 of the same tensor: per-column maxima.
+        let (_, s) = quantize_per_channel(&[1.0, -3.0, 1.5, 2.0, 0.0, 0.0], &[2, 3], 1);
+        assert_eq!(s, vec![2.0 / 127.0, 3.0 / 127.0, 1.5 / 127.0]);
+    }
+}

@@ -1,0 +1,133 @@
+//! Agreement metrics between a reduced-precision model's outputs and FP32's.
+
+use rtq_emit::OutputAccuracy;
+
+/// Running agreement statistics for one output tensor across samples.
+#[derive(Debug, Clone)]
+pub struct OutputAgreement {
+    name: String,
+    cosine_sum: f64,
+    cosine_min: f64,
+    max_abs: f64,
+    abs_sum: f64,
+    elements: usize,
+    samples: usize,
+    top1_rows: usize,
+    top1_agree: usize,
+    classifier: bool,
+}
+
+impl OutputAgreement {
+    /// Empty statistics for output `name`.
+    pub fn new(name: &str) -> OutputAgreement {
+        OutputAgreement {
+            name: name.to_string(),
+            cosine_sum: 0.0,
+            cosine_min: f64::INFINITY,
+            max_abs: 0.0,
+            abs_sum: 0.0,
+            elements: 0,
+            samples: 0,
+            top1_rows: 0,
+            top1_agree: 0,
+            classifier: true,
+        }
+    }
+
+    /// Adds one sample: the reference (FP32) and candidate outputs, with the output's shape.
+    pub fn add(&mut self, reference: &[f32], candidate: &[f32], shape: &[usize]) {
+        let n = reference.len().min(candidate.len());
+        let (mut dot, mut nr, mut nc) = (0f64, 0f64, 0f64);
+        for i in 0..n {
+            let (r, c) = (reference[i] as f64, candidate[i] as f64);
+            dot += r * c;
+            nr += r * r;
+            nc += c * c;
+            let d = (r - c).abs();
+            self.abs_sum += d;
+            if d > self.max_abs || d.is_nan() {
+                self.max_abs = d;
+            }
+        }
+        let cosine = if nr == 0.0 && nc == 0.0 {
+            1.0
+        } else if nr == 0.0 || nc == 0.0 {
+            0.0
+        } else {
+            dot / (nr.sqrt() * nc.sqrt())
+        };
+        self.cosine_sum += cosine;
+        self.cosine_min = self.cosine_min.min(cosine);
+        self.elements += n;
+        self.samples += 1;
+        // Classifier-shaped outputs: [N, C] or [N, C, 1, 1] with C > 1.
+        let classes = match shape {
+            [_, c] => *c,
+            [_, c, 1, 1] => *c,
+            _ => 0,
+        };
+        if classes > 1 && n % classes == 0 {
+            for (r, c) in reference.chunks(classes).zip(candidate.chunks(classes)) {
+                self.top1_rows += 1;
+                if argmax(r) == argmax(c) {
+                    self.top1_agree += 1;
+                }
+            }
+        } else {
+            self.classifier = false;
+        }
+    }
+
+    /// The summary for the report.
+    pub fn summary(&self) -> OutputAccuracy {
+        OutputAccuracy {
+            output: self.name.clone(),
+            cosine_mean: if self.samples > 0 { self.cosine_sum / self.samples as f64 } else { 0.0 },
+            cosine_min: if self.samples > 0 { self.cosine_min } else { 0.0 },
+            max_abs_error: self.max_abs,
+            mean_abs_error: if self.elements > 0 { self.abs_sum / self.elements as f64 } else { 0.0 },
+            top1_agreement: (self.classifier && self.top1_rows > 0)
+                .then(|| self.top1_agree as f64 / self.top1_rows as f64),
+        }
+    }
+}
+
+fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identical_outputs_agree_perfectly() {
+        let mut a = OutputAgreement::new("prob");
+        a.add(&[0.1, 0.7, 0.2], &[0.1, 0.7, 0.2], &[1, 3]);
+        let s = a.summary();
+        assert!((s.cosine_mean - 1.0).abs() < 1e-12);
+        assert_eq!(s.max_abs_error, 0.0);
+        assert_eq!(s.top1_agreement, Some(1.0));
+    }
+
+    #[test]
+    fn disagreement_is_measured() {
+        let mut a = OutputAgreement::new("prob");
+        a.add(&[1.0, 0.0], &[0.0, 1.0], &[1, 2]);
+        a.add(&[1.0, 0.0], &[1.0, 0.5], &[1, 2]);
+        let s = a.summary();
+        assert_eq!(s.cosine_min, 0.0);
+        assert_eq!(s.max_abs_error, 1.0);
+        assert_eq!(s.top1_agreement, Some(0.5));
+        // Feature maps are not classifiers.
+        let mut f = OutputAgreement::new("map");
+        f.add(&[1.0; 8], &[1.0; 8], &[1, 2, 2, 2]);
+        assert_eq!(f.summary().top1_agreement, None);
+    }
+}

@@ -1,0 +1,55 @@
+//! `rtq eval`: compares a candidate model against a reference on sample files.
+
+use super::data_args::DataArgs;
+use anyhow::{Context, Result};
+use clap::Args;
+use rtq_calib::CalibrationSet;
+use std::path::PathBuf;
+
+/// Arguments of `rtq eval`.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Reference model (usually the FP32 source).
+    pub reference: PathBuf,
+    /// Candidate model (an FP16/INT8 build).
+    pub candidate: PathBuf,
+    /// Directory of sample files (.npy, .npz, .png, .jpg).
+    #[arg(long, value_name = "DIR")]
+    pub data: PathBuf,
+    /// Use at most this many files.
+    #[arg(long, value_name = "N")]
+    pub samples: Option<usize>,
+    #[command(flatten)]
+    pub data_args: DataArgs,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `rtq eval`.
+pub fn run(args: EvalArgs) -> Result<()> {
+    let reference = rtq_frontend::load_model(&args.reference).with_context(|| format!("loading {}", args.reference.display()))?;
+    let candidate = rtq_frontend::load_model(&args.candidate).with_context(|| format!("loading {}", args.candidate.display()))?;
+    let set = CalibrationSet::open(&args.data, &args.data_args.to_options()?)
+        .with_context(|| format!("reading samples in {}", args.data.display()))?;
+    let files: Vec<usize> = (0..set.len().min(args.samples.unwrap_or(usize::MAX))).collect();
+    let variant = candidate
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "rtq.precision")
+        .map_or("candidate".to_string(), |(_, v)| v.clone());
+    let report = rtq::pipeline::evaluate(&reference, &candidate, &set, &files, &variant)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        let wrapper = rtq_emit::CompileReport {
+            accuracy: vec![report],
+            model: args.candidate.display().to_string(),
+            rtq_version: env!("CARGO_PKG_VERSION").into(),
+            precision: variant,
+            ..Default::default()
+        };
+        print!("{}", wrapper.render_text(0));
+    }
+    Ok(())
+}

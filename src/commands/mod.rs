@@ -1,0 +1,7 @@
+//! One module per subcommand, plus the options they share.
+
+pub mod bench;
+pub mod compile;
+pub mod data_args;
+pub mod eval;
+pub mod inspect;

@@ -1,0 +1,20 @@
+//! rtq: an inference-optimization compiler. ONNX in; optimized FP16 or explicitly
+//! quantized INT8 (Q/DQ) ONNX, a TensorRT calibration cache, a report and (with the
+//! `tensorrt` feature) a TensorRT engine out.
+//!
+//! The workspace is laid out by stage: `rtq-frontend` (ONNX -> IR), `rtq-ir`,
+//! `rtq-passes` (optimisation and precision transforms), `rtq-calib` (calibrators and
+//! data), `rtq-exec` (CPU reference executor), `rtq-emit` (ONNX, cache, report),
+//! `rtq-runtime` (embeddable runtime) and this crate (pipeline and CLI).
+
+pub mod accuracy;
+pub mod calibrate;
+pub mod pipeline;
+
+/// Build facts recorded by build.rs (git revision, enabled features).
+pub mod build_info {
+    /// Git revision the binary was built from, or `unknown`.
+    pub const GIT_REVISION: &str = env!("RTQ_GIT_REVISION");
+    /// Cargo features enabled in this build, comma separated.
+    pub const FEATURES: &str = env!("RTQ_FEATURES");
+}

@@ -1,0 +1,83 @@
+//! Helpers shared by rtq's integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The bundled demo model.
+pub fn demo_model() -> PathBuf {
+    root().join("models/tinyresnet.onnx")
+}
+
+/// The bundled calibration directory.
+pub fn demo_calib() -> PathBuf {
+    root().join("calibration")
+}
+
+/// Runs the rtq binary.
+pub fn rtq(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rtq"))
+        .args(args)
+        .output()
+        .expect("rtq runs")
+}
+
+/// Runs rtq and asserts success, returning stdout.
+pub fn rtq_ok(args: &[&str]) -> String {
+    let out = rtq(args);
+    assert!(
+        out.status.success(),
+        "rtq {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Runs rtq, asserts a non-zero exit, and returns stderr.
+pub fn rtq_fails(args: &[&str]) -> String {
+    let out = rtq(args);
+    assert!(!out.status.success(), "rtq {args:?} unexpectedly succeeded");
+    assert_ne!(out.status.code(), Some(101), "rtq {args:?} panicked:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stderr).expect("utf-8")
+}
+
+/// Whether Python reference tests are skipped (`RTQ_SKIP_PYTHON_TESTS=1`).
+pub fn skip_python() -> bool {
+    std::env::var_os("RTQ_SKIP_PYTHON_TESTS").is_some()
+}
+
+/// Runs a Python script under tests/python, asserting success; returns stdout.
+pub fn python(script: &str, args: &[&Path]) -> String {
+    let out = Command::new("python3")
+        .arg(root().join("tests/python").join(script))
+        .args(args)
+        .output()
+        .expect("python3 runs (install requirements-test.txt, or set RTQ_SKIP_PYTHON_TESTS=1)");
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// A directory of a Python package (e.g. `onnx` + `backend/test/data/light`).
+pub fn python_package_dir(module: &str, sub: &str) -> PathBuf {
+    let code = format!("import {module}, os; print(os.path.join(os.path.dirname({module}.__file__), '{sub}'))");
+    let out = Command::new("python3").args(["-c", &code]).output().expect("python3 runs");
+    assert!(out.status.success(), "python package {module} missing: {}", String::from_utf8_lossy(&out.stderr));
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// Files in `dir`, sorted.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}

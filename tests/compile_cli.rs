@@ -1,0 +1,198 @@
+//! End-to-end `rtq compile` on the bundled model, checked with onnx's checker and
+//! onnxruntime as independent referees.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+fn held_out_inputs() -> Vec<std::path::PathBuf> {
+    files_in(&demo_calib()).into_iter().rev().take(6).collect()
+}
+
+fn check(candidate: &Path) -> serde_json::Value {
+    let reference = demo_model();
+    let inputs = held_out_inputs();
+    let mut args: Vec<&Path> = vec![candidate, &reference];
+    args.extend(inputs.iter().map(|p| p.as_path()));
+    serde_json::from_str(&python("check_model.py", &args)).unwrap()
+}
+
+#[test]
+fn int8_build_emits_qdq_model_cache_and_report() {
+    let out = tempfile::tempdir().unwrap();
+    let o = out.path().to_str().unwrap();
+    let stdout = rtq_ok(&[
+        "compile",
+        demo_model().to_str().unwrap(),
+        "--int8",
+        "--calib",
+        demo_calib().to_str().unwrap(),
+        "-o",
+        o,
+        "--quiet",
+    ]);
+    assert!(stdout.is_empty(), "--quiet prints nothing: {stdout}");
+    let model = out.path().join("tinyresnet_int8.onnx");
+    let cache = out.path().join("tinyresnet_calibration.cache");
+    let report = out.path().join("report.json");
+    for f in [&model, &cache, &report] {
+        assert!(f.exists(), "{} missing", f.display());
+    }
+
+    // Calibration cache: TensorRT header, one `name: hex` line per activation tensor.
+    let text = std::fs::read_to_string(&cache).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("TRT-100100-EntropyCalibration2"));
+    let entries: Vec<(&str, &str)> = lines.map(|l| l.rsplit_once(": ").expect("name: hex")).collect();
+    assert!(entries.iter().any(|(n, _)| *n == "input"), "graph input calibrated");
+    let report_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let ranges = report_json["ranges"].as_array().unwrap();
+    assert_eq!(ranges.len(), entries.len());
+    for (name, hex) in &entries {
+        let bits = u32::from_str_radix(hex, 16).unwrap();
+        let scale = f32::from_bits(bits);
+        let r = ranges.iter().find(|r| r["tensor"] == *name).unwrap();
+        let amax = r["amax"].as_f64().unwrap() as f32;
+        assert!(scale > 0.0 && scale.is_finite());
+        assert_eq!(scale, amax / 127.0, "{name}: cache scale is amax/127");
+    }
+    let q = &report_json["quantization"];
+    assert_eq!(q["method"], "entropy");
+    assert!(q["weight_qdq"].as_u64().unwrap() >= 9, "{q}");
+    let acc = &report_json["accuracy"][0];
+    assert_eq!(acc["variant"], "int8");
+    assert!(acc["samples"].as_u64().unwrap() >= 1);
+
+    if skip_python() {
+        return;
+    }
+    let c = check(&model);
+    assert!(c["qdq"].as_u64().unwrap() > 10, "{c}");
+    assert!(c["opset"].as_i64().unwrap() >= 13);
+    assert!(c["cosine_min"].as_f64().unwrap() > 0.97, "INT8 agrees with FP32 in onnxruntime: {c}");
+    assert!(c["top1"].as_f64().unwrap() >= 0.8, "{c}");
+    // INT8 weights: int8 tensors dominate, total well under the FP32 bytes.
+    let ratio = c["initializer_bytes"].as_f64().unwrap() / c["reference_bytes"].as_f64().unwrap();
+    assert!(ratio <= 0.30, "INT8 model weights are {ratio:.3} of FP32");
+}
+
+#[test]
+fn fp16_build_halves_weights_and_agrees_with_fp32() {
+    let out = tempfile::tempdir().unwrap();
+    rtq_ok(&[
+        "compile",
+        demo_model().to_str().unwrap(),
+        "--fp16",
+        "-o",
+        out.path().to_str().unwrap(),
+        "--quiet",
+    ]);
+    let model = out.path().join("tinyresnet_fp16.onnx");
+    assert!(model.exists());
+    let inspect = rtq_ok(&[
+        "inspect",
+        model.to_str().unwrap(),
+        "--json",
+        "--baseline",
+        demo_model().to_str().unwrap(),
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let ratio = j["weight_ratio_vs_baseline"].as_f64().unwrap();
+    assert!(ratio <= 0.51, "FP16 weights are {ratio:.3} of FP32");
+    assert_eq!(j["precision"], "fp16");
+    if skip_python() {
+        return;
+    }
+    let c = check(&model);
+    assert!(c["cosine_min"].as_f64().unwrap() > 0.9999, "{c}");
+    assert_eq!(c["top1"].as_f64().unwrap(), 1.0, "{c}");
+}
+
+#[test]
+fn every_calibration_method_builds() {
+    for method in ["entropy", "max", "percentile", "mse"] {
+        let out = tempfile::tempdir().unwrap();
+        rtq_ok(&[
+            "compile",
+            demo_model().to_str().unwrap(),
+            "--int8",
+            "--calib",
+            demo_calib().to_str().unwrap(),
+            "--calib-method",
+            method,
+            "--calib-samples",
+            "8",
+            "-o",
+            out.path().to_str().unwrap(),
+            "--quiet",
+        ]);
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+        assert_eq!(report["quantization"]["method"], method);
+        assert_eq!(report["quantization"]["samples"], 8);
+    }
+}
+
+#[test]
+fn same_input_gives_byte_identical_outputs() {
+    let build = || {
+        let out = tempfile::tempdir().unwrap();
+        rtq_ok(&[
+            "compile",
+            demo_model().to_str().unwrap(),
+            "--int8",
+            "--calib",
+            demo_calib().to_str().unwrap(),
+            "--calib-samples",
+            "10",
+            "-o",
+            out.path().to_str().unwrap(),
+            "--quiet",
+        ]);
+        let model = std::fs::read(out.path().join("tinyresnet_int8.onnx")).unwrap();
+        let cache = std::fs::read(out.path().join("tinyresnet_calibration.cache")).unwrap();
+        (model, cache)
+    };
+    let (m1, c1) = build();
+    let (m2, c2) = build();
+    assert!(m1 == m2, "INT8 model differs between runs");
+    assert!(c1 == c2, "calibration cache differs between runs");
+}
+
+#[test]
+fn report_text_and_debug_flags() {
+    let out = tempfile::tempdir().unwrap();
+    let stdout = rtq_ok(&[
+        "compile",
+        demo_model().to_str().unwrap(),
+        "--int8",
+        "--calib",
+        demo_calib().to_str().unwrap(),
+        "--calib-samples",
+        "4",
+        "-o",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("accuracy of int8 vs fp32"), "{stdout}");
+    assert!(stdout.contains("stem.relu"), "per-layer ranges listed: {stdout}");
+    // --stop-after writes the graph as it stood after that stage.
+    let out2 = tempfile::tempdir().unwrap();
+    rtq_ok(&[
+        "compile",
+        demo_model().to_str().unwrap(),
+        "--stop-after",
+        "optimize",
+        "-o",
+        out2.path().to_str().unwrap(),
+        "--quiet",
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&rtq_ok(&[
+        "inspect",
+        out2.path().join("tinyresnet_optimized.onnx").to_str().unwrap(),
+        "--json",
+    ]))
+    .unwrap();
+    assert!(j["ops"].get("BatchNormalization").is_none(), "BN folded: {}", j["ops"]);
+    assert_eq!(j["ops"]["Conv"], 7);
+}

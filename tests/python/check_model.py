@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Checks an rtq output model with independent tools and compares it against a reference.
+
+usage: check_model.py CANDIDATE.onnx REFERENCE.onnx INPUTS.npy [INPUTS.npy ...]
+
+* onnx.checker (full check) must accept CANDIDATE;
+* onnxruntime must load and run it;
+* prints one JSON line: {"cosine_min": .., "max_abs": .., "top1": .., "qdq": n, "opset": n,
+  "weight_dtypes": {...}, "initializer_bytes": n, "reference_bytes": n}
+"""
+import json
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import numpy_helper
+
+
+def run(path, x):
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    return [np.asarray(o, dtype=np.float64) for o in sess.run(None, {name: x})]
+
+
+def main():
+    cand, ref, inputs = sys.argv[1], sys.argv[2], sys.argv[3:]
+    model = onnx.load(cand)
+    onnx.checker.check_model(model, full_check=True)
+    cos_min, max_abs, agree, rows = 1.0, 0.0, 0, 0
+    for f in inputs:
+        x = np.load(f)
+        for a, b in zip(run(ref, x), run(cand, x)):
+            af, bf = a.ravel(), b.ravel()
+            denom = np.linalg.norm(af) * np.linalg.norm(bf)
+            cos = float(af @ bf / denom) if denom > 0 else 1.0
+            cos_min = min(cos_min, cos)
+            max_abs = max(max_abs, float(np.max(np.abs(af - bf))))
+            if a.ndim == 2 and a.shape[1] > 1:
+                agree += int(np.sum(a.argmax(1) == b.argmax(1)))
+                rows += a.shape[0]
+    dtypes = {}
+    for init in model.graph.initializer:
+        arr = numpy_helper.to_array(init)
+        dtypes[str(arr.dtype)] = dtypes.get(str(arr.dtype), 0) + arr.nbytes
+    ref_model = onnx.load(ref)
+    ref_bytes = sum(numpy_helper.to_array(i).nbytes for i in ref_model.graph.initializer)
+    print(json.dumps({
+        "cosine_min": cos_min,
+        "max_abs": max_abs,
+        "top1": agree / rows if rows else None,
+        "qdq": sum(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node),
+        "opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+        "weight_dtypes": dtypes,
+        "initializer_bytes": sum(dtypes.values()),
+        "reference_bytes": ref_bytes,
+    }))
+
+
+if __name__ == "__main__":
+    main()
