@@ -1,0 +1,253 @@
+//! The CPU backend (feature `cpu`): ONNX models through rtq's frontend and CPU executor.
+
+use crate::backend::{BackendKind, InferBackend};
+use crate::validate::match_inputs;
+use crate::{DataType, HostTensor, RuntimeError, TensorInfo};
+use rtq_exec::Plan;
+use rtq_ir::{DType, Dim, Graph, Tensor};
+use std::path::{Path, PathBuf};
+
+/// The runtime's type for an IR element type (`None` for strings).
+fn from_ir(dtype: DType) -> Option<DataType> {
+    Some(match dtype {
+        DType::F32 => DataType::F32,
+        DType::F16 => DataType::F16,
+        DType::BF16 => DataType::BF16,
+        DType::F64 => DataType::F64,
+        DType::I8 => DataType::I8,
+        DType::U8 => DataType::U8,
+        DType::I16 => DataType::I16,
+        DType::U16 => DataType::U16,
+        DType::I32 => DataType::I32,
+        DType::U32 => DataType::U32,
+        DType::I64 => DataType::I64,
+        DType::U64 => DataType::U64,
+        DType::Bool => DataType::Bool,
+        DType::String => return None,
+    })
+}
+
+/// The IR element type for a runtime type (`None` for TensorRT-only narrow types).
+fn to_ir(dtype: DataType) -> Option<DType> {
+    Some(match dtype {
+        DataType::F32 => DType::F32,
+        DataType::F16 => DType::F16,
+        DataType::BF16 => DType::BF16,
+        DataType::F64 => DType::F64,
+        DataType::I8 => DType::I8,
+        DataType::U8 => DType::U8,
+        DataType::I16 => DType::I16,
+        DataType::U16 => DType::U16,
+        DataType::I32 => DType::I32,
+        DataType::U32 => DType::U32,
+        DataType::I64 => DType::I64,
+        DataType::U64 => DType::U64,
+        DataType::Bool => DType::Bool,
+        DataType::Fp8E4M3 | DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => return None,
+    })
+}
+
+/// Describes graph value `id` as a [`TensorInfo`].
+fn describe(graph: &Graph, id: rtq_ir::ValueId) -> Result<TensorInfo, RuntimeError> {
+    let value = graph.value(id);
+    let dtype = value.dtype.ok_or_else(|| {
+        RuntimeError::tensor(&value.name, "the model does not declare its element type")
+    })?;
+    let dtype = from_ir(dtype).ok_or_else(|| {
+        RuntimeError::tensor(
+            &value.name,
+            "string tensors are not supported by rtq-runtime",
+        )
+    })?;
+    let shape = value.shape.as_ref().map(|dims| {
+        dims.iter()
+            .map(|d| match d {
+                Dim::Known(n) => *n as i64,
+                Dim::Sym(_) => -1,
+            })
+            .collect()
+    });
+    Ok(TensorInfo {
+        name: value.name.clone(),
+        dtype,
+        shape,
+    })
+}
+
+/// An ONNX model prepared for rtq's CPU executor.
+pub struct CpuBackend {
+    plan: Plan,
+    inputs: Vec<TensorInfo>,
+    outputs: Vec<TensorInfo>,
+    source: PathBuf,
+    nodes: usize,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("source", &self.source)
+            .field("inputs", &self.inputs)
+            .field("outputs", &self.outputs)
+            .finish()
+    }
+}
+
+impl CpuBackend {
+    /// Loads the ONNX model at `path` (external data next to it) and plans it.
+    pub fn load(path: &Path) -> Result<CpuBackend, RuntimeError> {
+        let graph = rtq_frontend::load_model(path).map_err(|e| RuntimeError::ModelLoad {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        CpuBackend::from_graph(&graph, path)
+    }
+
+    /// Plans an IR graph; `source` names it in messages.
+    ///
+    /// Graph inputs with a default (an initializer of the same name) are not listed as
+    /// inputs: the executor uses the default.
+    pub fn from_graph(graph: &Graph, source: &Path) -> Result<CpuBackend, RuntimeError> {
+        let plan = Plan::new(graph).map_err(|e| RuntimeError::ModelLoad {
+            path: source.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let inputs = graph
+            .inputs
+            .iter()
+            .filter(|&&id| graph.value(id).constant.is_none())
+            .map(|&id| describe(graph, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outputs = graph
+            .outputs
+            .iter()
+            .map(|&id| describe(graph, id))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(CpuBackend {
+            plan,
+            inputs,
+            outputs,
+            source: source.to_path_buf(),
+            nodes: graph.node_count(),
+        })
+    }
+
+    fn execution_error(&self, message: String) -> RuntimeError {
+        RuntimeError::Execution {
+            model: self.source.display().to_string(),
+            message,
+        }
+    }
+}
+
+impl InferBackend for CpuBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
+    }
+
+    fn description(&self) -> String {
+        format!("rtq CPU executor ({} nodes)", self.nodes)
+    }
+
+    fn inputs(&self) -> &[TensorInfo] {
+        &self.inputs
+    }
+
+    fn outputs(&self) -> &[TensorInfo] {
+        &self.outputs
+    }
+
+    fn infer(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        let ordered = match_inputs(&self.inputs, inputs)?;
+        let feeds = ordered
+            .into_iter()
+            .map(|t| {
+                let dtype = to_ir(t.dtype()).ok_or_else(|| {
+                    RuntimeError::tensor(
+                        &t.name,
+                        format!("{} tensors cannot run on the CPU", t.dtype()),
+                    )
+                })?;
+                let tensor = Tensor::from_le_bytes(dtype, t.shape().to_vec(), t.bytes())
+                    .map_err(|e| RuntimeError::tensor(&t.name, e.to_string()))?;
+                Ok((t.name.clone(), tensor))
+            })
+            .collect::<Result<Vec<_>, RuntimeError>>()?;
+        let results = self
+            .plan
+            .run(&feeds)
+            .map_err(|e| self.execution_error(e.to_string()))?;
+        let names = self.plan.output_names();
+        if results.len() != names.len() {
+            return Err(self.execution_error(format!(
+                "the executor returned {} outputs for {} graph outputs",
+                results.len(),
+                names.len()
+            )));
+        }
+        names
+            .into_iter()
+            .zip(results)
+            .map(|(name, tensor)| {
+                let dtype = from_ir(tensor.dtype()).ok_or_else(|| {
+                    RuntimeError::tensor(&name, "string outputs are not supported by rtq-runtime")
+                })?;
+                let shape = tensor.shape().to_vec();
+                HostTensor::new(name, dtype, shape, tensor.to_le_bytes())
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn relu_graph() -> Graph {
+        let mut g = Graph::new("g", 13);
+        let x = g.add_input("x", DType::F32, vec![Dim::Sym("N".into()), Dim::Known(3)]);
+        let y = g.add_value(
+            "y",
+            Some(DType::F32),
+            Some(vec![Dim::Sym("N".into()), Dim::Known(3)]),
+        );
+        g.add_node("relu", "Relu", vec![Some(x)], vec![y], BTreeMap::new());
+        g.outputs.push(y);
+        g
+    }
+
+    #[test]
+    fn types_map_both_ways() {
+        for dt in DataType::ALL {
+            if let Some(ir) = to_ir(dt) {
+                assert_eq!(from_ir(ir), Some(dt));
+            }
+        }
+        assert_eq!(from_ir(DType::String), None);
+        assert_eq!(to_ir(DataType::Fp8E4M3), None);
+    }
+
+    #[test]
+    fn runs_a_graph_and_describes_its_io() {
+        let mut backend = CpuBackend::from_graph(&relu_graph(), Path::new("relu.onnx")).unwrap();
+        assert_eq!(
+            backend.inputs(),
+            &[TensorInfo::new("x", DataType::F32, vec![-1, 3])]
+        );
+        assert_eq!(
+            backend.outputs(),
+            &[TensorInfo::new("y", DataType::F32, vec![-1, 3])]
+        );
+        let x = HostTensor::from_f32("x", vec![2, 3], &[-1.0, 2.0, -3.0, 4.0, 0.0, -0.5]).unwrap();
+        let out = backend.infer(&[x]).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].name, "y");
+        assert_eq!(out[0].shape(), &[2, 3]);
+        assert_eq!(
+            out[0].to_f32_vec().unwrap(),
+            vec![0.0, 2.0, 0.0, 4.0, 0.0, 0.0]
+        );
+        assert_eq!(backend.last_device_time_ms(), None);
+    }
+}
