@@ -1,25 +1,35 @@
-//! rtq's CPU reference executor (skeleton: being written).
+//! rtq's CPU reference executor.
+//!
+//! It is the referee of the compiler: calibration observes every intermediate tensor
+//! through [`Plan::run_observed`], accuracy checks run FP16 graphs and Q/DQ graphs
+//! (per-tensor and per-axis) through [`Plan::run`], and constant folding evaluates single
+//! nodes with [`eval_node`].
+//!
+//! Ops follow the default ONNX domain with opset-13 semantics (the frontend canonicalises
+//! other opsets). Float kernels accept f32, f16, bf16 and f64 tensors, compute in f32 and
+//! write their outputs in the input's float type, so an FP16 graph is emulated with a
+//! rounding to half precision at every op boundary. Integer tensors are supported where
+//! ONNX models use them (shape arithmetic, indices, comparisons, Q/DQ).
+//!
+//! Convolutions and matrix products run on `matrixmultiply`'s multithreaded SGEMM;
+//! elementwise, pooling and data-movement kernels use rayon for big tensors.
 
-use rtq_ir::{Node, Tensor};
-use thiserror::Error;
+#![warn(missing_docs)]
 
-/// Errors of the executor; each names the node it arose in.
-#[derive(Debug, Error)]
-pub enum ExecError {
-    /// The op is not implemented.
-    #[error("node `{node}`: op `{op}` is not supported by the CPU executor")]
-    Unsupported {
-        /// Node name.
-        node: String,
-        /// Op type.
-        op: String,
-    },
-}
+mod broadcast;
+mod ctx;
+mod elem;
+mod error;
+mod feeds;
+mod float;
+mod gemm;
+mod math;
+mod ops;
+mod par;
+mod plan;
+mod registry;
+mod strided;
 
-/// Evaluates one node on concrete inputs (`None` for omitted optional inputs).
-pub fn eval_node(node: &Node, _inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>, ExecError> {
-    Err(ExecError::Unsupported {
-        node: node.name.clone(),
-        op: node.op_type.clone(),
-    })
-}
+pub use error::ExecError;
+pub use plan::Plan;
+pub use registry::{eval_node, supported_ops, supports, supports_node};

@@ -27,12 +27,15 @@ pub fn tensor_from_proto(proto: &TensorProto, base_dir: Option<&Path>) -> Result
         if dtype == DType::String {
             return Err(bad("string tensors cannot use raw_data".into()));
         }
-        if raw.len() != count * dtype.size_of() {
+        // Checked: a shape whose element count fits in usize can still overflow in bytes.
+        let needed = count
+            .checked_mul(dtype.size_of())
+            .ok_or_else(|| bad(format!("shape {:?} of {dtype} overflows in bytes", proto.dims)))?;
+        if raw.len() != needed {
             return Err(bad(format!(
-                "raw_data has {} bytes, shape {:?} of {dtype} needs {}",
+                "raw_data has {} bytes, shape {:?} of {dtype} needs {needed}",
                 raw.len(),
                 proto.dims,
-                count * dtype.size_of()
             )));
         }
         Tensor::from_le_bytes(dtype, shape, raw)
@@ -133,6 +136,17 @@ mod tests {
         p.raw_data = Some(vec![0; 8]);
         let err = tensor_from_proto(&p, None).unwrap_err().to_string();
         assert!(err.contains("tensor `t`") && err.contains("8 bytes"), "{err}");
+    }
+
+    #[test]
+    fn byte_size_overflow_is_an_error_not_a_panic() {
+        // 2^62 + 1 floats: the element count fits in usize, the byte count does not
+        // (and wraps to 4, the raw_data length, without the check). Reproduced with
+        // the decode_model fuzz target (fuzz/seeds/regress_raw_bytes_overflow-*).
+        let mut p = proto(DType::F32, vec![(1i64 << 62) + 1]);
+        p.raw_data = Some(vec![0; 4]);
+        let err = tensor_from_proto(&p, None).unwrap_err().to_string();
+        assert!(err.contains("tensor `t`") && err.contains("overflows"), "{err}");
     }
 
     #[test]
