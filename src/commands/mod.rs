@@ -3,5 +3,6 @@
 pub mod bench;
 pub mod compile;
 pub mod data_args;
+pub mod engine_args;
 pub mod eval;
 pub mod inspect;
