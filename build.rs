@@ -17,9 +17,16 @@ fn main() {
     println!("cargo:rustc-env=RTQ_GIT_REVISION={revision}");
 
     let features: Vec<String> = std::env::vars()
-        .filter_map(|(k, _)| k.strip_prefix("CARGO_FEATURE_").map(|f| f.to_lowercase().replace('_', "-")))
+        .filter_map(|(k, _)| {
+            k.strip_prefix("CARGO_FEATURE_")
+                .map(|f| f.to_lowercase().replace('_', "-"))
+        })
         .collect();
-    let features = if features.is_empty() { "none".to_string() } else { features.join(",") };
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(",")
+    };
     println!("cargo:rustc-env=RTQ_FEATURES={features}");
 
     if std::env::var_os("CARGO_FEATURE_TENSORRT").is_some() {

@@ -30,3 +30,4 @@ RS
   echo "// Regenerate with scripts/gen-onnx-proto.sh; do not edit by hand."
   cat "$work/onnx.rs"
 } > "$root/crates/rtq-onnx-proto/src/onnx.rs"
+rustfmt --edition 2021 "$root/crates/rtq-onnx-proto/src/onnx.rs"

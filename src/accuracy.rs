@@ -82,10 +82,22 @@ impl OutputAgreement {
     pub fn summary(&self) -> OutputAccuracy {
         OutputAccuracy {
             output: self.name.clone(),
-            cosine_mean: if self.samples > 0 { self.cosine_sum / self.samples as f64 } else { 0.0 },
-            cosine_min: if self.samples > 0 { self.cosine_min } else { 0.0 },
+            cosine_mean: if self.samples > 0 {
+                self.cosine_sum / self.samples as f64
+            } else {
+                0.0
+            },
+            cosine_min: if self.samples > 0 {
+                self.cosine_min
+            } else {
+                0.0
+            },
             max_abs_error: self.max_abs,
-            mean_abs_error: if self.elements > 0 { self.abs_sum / self.elements as f64 } else { 0.0 },
+            mean_abs_error: if self.elements > 0 {
+                self.abs_sum / self.elements as f64
+            } else {
+                0.0
+            },
             top1_agreement: (self.classifier && self.top1_rows > 0)
                 .then(|| self.top1_agree as f64 / self.top1_rows as f64),
         }

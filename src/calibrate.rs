@@ -32,7 +32,10 @@ pub fn input_specs(graph: &Graph) -> Vec<InputSpec> {
             InputSpec {
                 name: v.name.clone(),
                 dtype: v.dtype.unwrap_or(rtq_ir::DType::F32),
-                shape: v.shape.as_ref().map_or_else(Vec::new, |s| s.iter().map(Dim::known).collect()),
+                shape: v
+                    .shape
+                    .as_ref()
+                    .map_or_else(Vec::new, |s| s.iter().map(Dim::known).collect()),
             }
         })
         .collect()
@@ -51,9 +54,15 @@ pub fn calibrate(
     let start = Instant::now();
     let plan = rtq_exec::Plan::new(graph).context("preparing the FP32 graph for calibration")?;
     let specs = input_specs(graph);
-    let slot_of: HashMap<ValueId, usize> = targets.iter().enumerate().map(|(i, &v)| (v, i)).collect();
-    let mut collectors: Vec<Box<dyn RangeCollector>> = targets.iter().map(|_| calibrator.collector()).collect();
-    let bar = progress_bar(files.len() as u64, show_progress, &format!("calibrating ({})", calibrator.name()));
+    let slot_of: HashMap<ValueId, usize> =
+        targets.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+    let mut collectors: Vec<Box<dyn RangeCollector>> =
+        targets.iter().map(|_| calibrator.collector()).collect();
+    let bar = progress_bar(
+        files.len() as u64,
+        show_progress,
+        &format!("calibrating ({})", calibrator.name()),
+    );
     let mut samples = 0usize;
     for &file in files {
         let batch = set.load(file, &specs)?;
@@ -64,7 +73,12 @@ pub fn calibrate(
                     observed[slot] = Some(t.to_f32_vec());
                 }
             })
-            .with_context(|| format!("running calibration sample from {}", set.files()[file].display()))?;
+            .with_context(|| {
+                format!(
+                    "running calibration sample from {}",
+                    set.files()[file].display()
+                )
+            })?;
             let results: Vec<Result<(), String>> = collectors
                 .par_iter_mut()
                 .zip(observed.par_iter())
@@ -114,9 +128,11 @@ pub fn progress_bar(len: u64, show: bool, message: &str) -> ProgressBar {
     }
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} files {elapsed_precise} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} files {elapsed_precise} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     bar.set_message(message.to_string());
     bar

@@ -6,9 +6,13 @@ use crate::accuracy::OutputAgreement;
 use crate::calibrate::{calibrate, input_specs, CalibrationResult};
 use anyhow::{bail, Context, Result};
 use rtq_calib::{CalibOptions, CalibrationSet, DataOptions};
-use rtq_emit::{AccuracyReport, CompileReport, EmitOptions, GraphSummary, QuantSummary, TensorRange};
+use rtq_emit::{
+    AccuracyReport, CompileReport, EmitOptions, GraphSummary, QuantSummary, TensorRange,
+};
 use rtq_ir::{DType, Graph, ValueId};
-use rtq_passes::quant::{apply_int8, convert_fp16, plan_int8, Fp16Options, Int8Options, NodeFilter};
+use rtq_passes::quant::{
+    apply_int8, convert_fp16, plan_int8, Fp16Options, Int8Options, NodeFilter,
+};
 use rtq_passes::{OptimizeOptions, PassManager};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -72,9 +76,16 @@ pub struct CompileOutput {
 pub fn trt_version_tag(version: &str) -> Result<String> {
     let parts: Vec<u32> = version
         .split('.')
-        .map(|p| p.parse::<u32>().with_context(|| format!("bad TensorRT version `{version}`")))
+        .map(|p| {
+            p.parse::<u32>()
+                .with_context(|| format!("bad TensorRT version `{version}`"))
+        })
         .collect::<Result<_>>()?;
-    let (major, minor, patch) = (parts[0], *parts.get(1).unwrap_or(&0), *parts.get(2).unwrap_or(&0));
+    let (major, minor, patch) = (
+        parts[0],
+        *parts.get(1).unwrap_or(&0),
+        *parts.get(2).unwrap_or(&0),
+    );
     // TensorRT 8 packs versions as MMmp (8601); TensorRT 10 as M*10000 + m*100 + p (100100).
     let n = if major >= 10 {
         major * 10000 + minor * 100 + patch
@@ -95,8 +106,18 @@ fn count_weight_bytes(graph: &Graph, float_only: bool) -> usize {
 }
 
 /// Splits the files of a calibration set into (calibration, held-out) index lists.
-pub fn split_files(total: usize, holdout: Option<usize>, max_calib: Option<usize>) -> (Vec<usize>, Vec<usize>) {
-    let held = holdout.unwrap_or_else(|| if total >= 2 { (total / 5).clamp(1, 16) } else { 0 });
+pub fn split_files(
+    total: usize,
+    holdout: Option<usize>,
+    max_calib: Option<usize>,
+) -> (Vec<usize>, Vec<usize>) {
+    let held = holdout.unwrap_or_else(|| {
+        if total >= 2 {
+            (total / 5).clamp(1, 16)
+        } else {
+            0
+        }
+    });
     let held = held.min(total.saturating_sub(1));
     let calib_end = total - held;
     let mut calib: Vec<usize> = (0..calib_end).collect();
@@ -146,13 +167,15 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
         .to_string();
 
     // Load.
-    let mut graph = rtq_frontend::load_model(&opts.model).with_context(|| format!("loading {}", opts.model.display()))?;
+    let mut graph = rtq_frontend::load_model(&opts.model)
+        .with_context(|| format!("loading {}", opts.model.display()))?;
     let source_opset = graph.opset;
     let nodes_in = graph.node_count();
     lap("load", &mut timings);
     let stop = opts.stop_after.as_deref();
     let finish = |graph: &Graph, report: CompileReport, suffix: &str| -> Result<CompileOutput> {
-        let bytes = rtq_emit::to_model_bytes(graph, &EmitOptions::default()).context("emitting ONNX")?;
+        let bytes =
+            rtq_emit::to_model_bytes(graph, &EmitOptions::default()).context("emitting ONNX")?;
         Ok(CompileOutput {
             model: (format!("{stem}{suffix}.onnx"), bytes),
             files: Vec::new(),
@@ -181,7 +204,11 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let stopped_hook = stopped.clone();
     manager.on_pass(move |event| {
         if dump {
-            eprintln!("=== after {} ===\n{}", event.pass, rtq_ir::dump(event.graph));
+            eprintln!(
+                "=== after {} ===\n{}",
+                event.pass,
+                rtq_ir::dump(event.graph)
+            );
         }
         if stop_pass.as_deref() == Some(event.pass) {
             stopped_hook.set(true);
@@ -200,7 +227,10 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
 
     // Calibration data.
     let set = match &opts.calib_dir {
-        Some(dir) => Some(CalibrationSet::open(dir, &opts.data).with_context(|| format!("reading calibration data in {}", dir.display()))?),
+        Some(dir) => Some(
+            CalibrationSet::open(dir, &opts.data)
+                .with_context(|| format!("reading calibration data in {}", dir.display()))?,
+        ),
         None => None,
     };
     let (calib_files, held_out) = match &set {
@@ -209,7 +239,11 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     };
     if let Some(s) = &set {
         if calib_files.is_empty() {
-            bail!("{}: no calibration files left after holding out {} for evaluation", s.dir().display(), held_out.len());
+            bail!(
+                "{}: no calibration files left after holding out {} for evaluation",
+                s.dir().display(),
+                held_out.len()
+            );
         }
     }
 
@@ -222,7 +256,14 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
         // cache wants them all.
         let targets = float_activations(&graph);
         let calibrator = rtq_calib::calibrator_by_name(&opts.calib_method, &opts.calib)?;
-        let result: CalibrationResult = calibrate(&graph, set, &calib_files, &targets, calibrator.as_ref(), opts.progress)?;
+        let result: CalibrationResult = calibrate(
+            &graph,
+            set,
+            &calib_files,
+            &targets,
+            calibrator.as_ref(),
+            opts.progress,
+        )?;
         lap("calibrate", &mut timings);
         for (v, stats) in &result.stats {
             let value = graph.value(*v);
@@ -230,7 +271,9 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
             cache_entries.push((value.name.clone(), amax));
             report.ranges.push(TensorRange {
                 tensor: value.name.clone(),
-                producer: value.producer.map_or("input".to_string(), |(n, _)| graph.node(n).op_type.clone()),
+                producer: value
+                    .producer
+                    .map_or("input".to_string(), |(n, _)| graph.node(n).op_type.clone()),
                 min: stats.min,
                 max: stats.max,
                 absmax: stats.absmax,
@@ -240,10 +283,12 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
         }
         if stop == Some("calibrate") {
             let mut out = finish(&graph, report, "_optimized")?;
-            out.files.push(cache_file(&stem, &opts.trt_version, &cache_entries)?);
+            out.files
+                .push(cache_file(&stem, &opts.trt_version, &cache_entries)?);
             return Ok(out);
         }
-        let summary = apply_int8(&mut graph, &plan, &result.ranges).context("inserting Q/DQ nodes")?;
+        let summary =
+            apply_int8(&mut graph, &plan, &result.ranges).context("inserting Q/DQ nodes")?;
         report.quantization = Some(QuantSummary {
             method: calibrator.name().to_string(),
             samples: result.samples,
@@ -265,7 +310,14 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
             // An FP32 run on the calibration data tells which activations would overflow FP16.
             let targets = float_activations(&graph);
             let max = rtq_calib::calibrator_by_name("max", &opts.calib)?;
-            let result = calibrate(&graph, set, &calib_files, &targets, max.as_ref(), opts.progress)?;
+            let result = calibrate(
+                &graph,
+                set,
+                &calib_files,
+                &targets,
+                max.as_ref(),
+                opts.progress,
+            )?;
             fp16.observed_absmax = result.stats.iter().map(|(v, s)| (*v, s.absmax)).collect();
             lap("observe-ranges", &mut timings);
         }
@@ -313,7 +365,11 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     })
 }
 
-fn cache_file(stem: &str, trt_version: &str, entries: &[(String, f32)]) -> Result<(String, Vec<u8>)> {
+fn cache_file(
+    stem: &str,
+    trt_version: &str,
+    entries: &[(String, f32)],
+) -> Result<(String, Vec<u8>)> {
     let tag = trt_version_tag(trt_version)?;
     let text = rtq_calib::write_cache_text(&tag, entries);
     Ok((format!("{stem}_calibration.cache"), text.into_bytes()))
@@ -327,16 +383,23 @@ pub fn evaluate(
     files: &[usize],
     variant: &str,
 ) -> Result<AccuracyReport> {
-    let ref_plan = rtq_exec::Plan::new(reference).context("preparing the FP32 graph for evaluation")?;
-    let cand_plan = rtq_exec::Plan::new(candidate).with_context(|| format!("preparing the {variant} graph for evaluation"))?;
+    let ref_plan =
+        rtq_exec::Plan::new(reference).context("preparing the FP32 graph for evaluation")?;
+    let cand_plan = rtq_exec::Plan::new(candidate)
+        .with_context(|| format!("preparing the {variant} graph for evaluation"))?;
     let specs = input_specs(reference);
     let names = ref_plan.output_names();
-    let mut agreements: Vec<OutputAgreement> = names.iter().map(|n| OutputAgreement::new(n)).collect();
+    let mut agreements: Vec<OutputAgreement> =
+        names.iter().map(|n| OutputAgreement::new(n)).collect();
     let mut samples = 0;
     for &file in files {
         for sample in set.load(file, &specs)? {
-            let r = ref_plan.run(&sample).with_context(|| format!("FP32 run on {}", set.files()[file].display()))?;
-            let c = cand_plan.run(&sample).with_context(|| format!("{variant} run on {}", set.files()[file].display()))?;
+            let r = ref_plan
+                .run(&sample)
+                .with_context(|| format!("FP32 run on {}", set.files()[file].display()))?;
+            let c = cand_plan
+                .run(&sample)
+                .with_context(|| format!("{variant} run on {}", set.files()[file].display()))?;
             for ((agg, rt), ct) in agreements.iter_mut().zip(&r).zip(&c) {
                 agg.add(&rt.to_f32_vec(), &ct.to_f32_vec(), rt.shape());
             }
@@ -353,14 +416,19 @@ pub fn evaluate(
 /// Writes the outputs into `dir` (created if needed): the model, the other files and
 /// `report.json`, each atomically. Returns the paths written.
 pub fn write_outputs(dir: &Path, out: &mut CompileOutput) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("{}: cannot create output directory", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{}: cannot create output directory", dir.display()))?;
     let mut written = Vec::new();
     let mut all: Vec<(String, Vec<u8>)> = vec![out.model.clone()];
     all.extend(out.files.iter().cloned());
     for (name, _) in &all {
-        out.report.outputs.push(dir.join(name).display().to_string());
+        out.report
+            .outputs
+            .push(dir.join(name).display().to_string());
     }
-    out.report.outputs.push(dir.join("report.json").display().to_string());
+    out.report
+        .outputs
+        .push(dir.join("report.json").display().to_string());
     all.push(("report.json".into(), out.report.to_json()?.into_bytes()));
     for (name, bytes) in &all {
         let path = dir.join(name);
@@ -384,7 +452,11 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
         }
     }
     if !probe_in.is_dir() {
-        bail!("{}: output path is not a directory ({} is a file)", dir.display(), probe_in.display());
+        bail!(
+            "{}: output path is not a directory ({} is a file)",
+            dir.display(),
+            probe_in.display()
+        );
     }
     tempfile::Builder::new()
         .prefix(".rtq-probe-")
@@ -395,7 +467,10 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
 
 /// Calibration ranges keyed by tensor name (for tests and tools).
 pub fn ranges_by_name(graph: &Graph, ranges: &HashMap<ValueId, f32>) -> HashMap<String, f32> {
-    ranges.iter().map(|(v, a)| (graph.value(*v).name.clone(), *a)).collect()
+    ranges
+        .iter()
+        .map(|(v, a)| (graph.value(*v).name.clone(), *a))
+        .collect()
 }
 
 #[cfg(test)]

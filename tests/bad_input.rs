@@ -34,10 +34,17 @@ fn truncated_and_garbage_models() {
     std::fs::write(&garbage, b"this is not a protobuf at all \xff\xfe").unwrap();
     let empty = dir.path().join("empty.onnx");
     std::fs::write(&empty, b"").unwrap();
-    for (file, what) in [(&truncated, "truncated"), (&garbage, "garbage"), (&empty, "empty")] {
+    for (file, what) in [
+        (&truncated, "truncated"),
+        (&garbage, "garbage"),
+        (&empty, "empty"),
+    ] {
         let out = tempfile::tempdir().unwrap();
         let err = compile_int8(file, &demo_calib(), out.path());
-        assert!(err.contains(file.to_str().unwrap()), "{what}: error names the file: {err}");
+        assert!(
+            err.contains(file.to_str().unwrap()),
+            "{what}: error names the file: {err}"
+        );
         assert!(err.contains("not a valid ONNX model"), "{what}: {err}");
         assert_no_outputs(out.path());
     }
@@ -136,11 +143,22 @@ onnx.save(m, r"{}")
 "#,
         path.display()
     );
-    let ok = std::process::Command::new("python3").args(["-c", &script]).status().unwrap();
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
     assert!(ok.success());
     let out = tempfile::tempdir().unwrap();
-    let err = rtq_fails(&["compile", path.to_str().unwrap(), "-o", out.path().to_str().unwrap()]);
-    assert!(err.contains("mystery_1") && err.contains("com.example::FancyOp"), "{err}");
+    let err = rtq_fails(&[
+        "compile",
+        path.to_str().unwrap(),
+        "-o",
+        out.path().to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("mystery_1") && err.contains("com.example::FancyOp"),
+        "{err}"
+    );
     assert!(err.contains("mystery_2") && err.contains("Gelu2"), "{err}");
     assert!(!err.contains("ok_relu"), "{err}");
     assert_no_outputs(out.path());
@@ -156,7 +174,13 @@ fn unwritable_output_and_missing_calib_flag() {
     ]);
     assert!(err.contains("/proc/rtq-cannot-write-here"), "{err}");
     let out = tempfile::tempdir().unwrap();
-    let err = rtq_fails(&["compile", demo_model().to_str().unwrap(), "--int8", "-o", out.path().to_str().unwrap()]);
+    let err = rtq_fails(&[
+        "compile",
+        demo_model().to_str().unwrap(),
+        "--int8",
+        "-o",
+        out.path().to_str().unwrap(),
+    ]);
     assert!(err.contains("--calib"), "{err}");
     assert_no_outputs(out.path());
 }

@@ -44,9 +44,15 @@ fn int8_build_emits_qdq_model_cache_and_report() {
     let text = std::fs::read_to_string(&cache).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("TRT-100100-EntropyCalibration2"));
-    let entries: Vec<(&str, &str)> = lines.map(|l| l.rsplit_once(": ").expect("name: hex")).collect();
-    assert!(entries.iter().any(|(n, _)| *n == "input"), "graph input calibrated");
-    let report_json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let entries: Vec<(&str, &str)> = lines
+        .map(|l| l.rsplit_once(": ").expect("name: hex"))
+        .collect();
+    assert!(
+        entries.iter().any(|(n, _)| *n == "input"),
+        "graph input calibrated"
+    );
+    let report_json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let ranges = report_json["ranges"].as_array().unwrap();
     assert_eq!(ranges.len(), entries.len());
     for (name, hex) in &entries {
@@ -71,7 +77,10 @@ fn int8_build_emits_qdq_model_cache_and_report() {
     let c = check(&model);
     assert!(c["qdq"].as_u64().unwrap() > 10, "{c}");
     assert!(c["opset"].as_i64().unwrap() >= 13);
-    assert!(c["cosine_min"].as_f64().unwrap() > 0.97, "INT8 agrees with FP32 in onnxruntime: {c}");
+    assert!(
+        c["cosine_min"].as_f64().unwrap() > 0.97,
+        "INT8 agrees with FP32 in onnxruntime: {c}"
+    );
     assert!(c["top1"].as_f64().unwrap() >= 0.8, "{c}");
     // INT8 weights: int8 tensors dominate, total well under the FP32 bytes.
     let ratio = c["initializer_bytes"].as_f64().unwrap() / c["reference_bytes"].as_f64().unwrap();
@@ -129,7 +138,8 @@ fn every_calibration_method_builds() {
             "--quiet",
         ]);
         let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+                .unwrap();
         assert_eq!(report["quantization"]["method"], method);
         assert_eq!(report["quantization"]["samples"], 8);
     }
@@ -176,7 +186,10 @@ fn report_text_and_debug_flags() {
         out.path().to_str().unwrap(),
     ]);
     assert!(stdout.contains("accuracy of int8 vs fp32"), "{stdout}");
-    assert!(stdout.contains("stem.relu"), "per-layer ranges listed: {stdout}");
+    assert!(
+        stdout.contains("stem.relu"),
+        "per-layer ranges listed: {stdout}"
+    );
     // --stop-after writes the graph as it stood after that stage.
     let out2 = tempfile::tempdir().unwrap();
     rtq_ok(&[
@@ -190,10 +203,17 @@ fn report_text_and_debug_flags() {
     ]);
     let j: serde_json::Value = serde_json::from_str(&rtq_ok(&[
         "inspect",
-        out2.path().join("tinyresnet_optimized.onnx").to_str().unwrap(),
+        out2.path()
+            .join("tinyresnet_optimized.onnx")
+            .to_str()
+            .unwrap(),
         "--json",
     ]))
     .unwrap();
-    assert!(j["ops"].get("BatchNormalization").is_none(), "BN folded: {}", j["ops"]);
+    assert!(
+        j["ops"].get("BatchNormalization").is_none(),
+        "BN folded: {}",
+        j["ops"]
+    );
     assert_eq!(j["ops"]["Conv"], 6);
 }

@@ -12,7 +12,12 @@ fn make_inputs(dir: &Path, shape: &str, n: usize, seed: u64) -> Vec<PathBuf> {
     let script = root().join("tests/python/make_inputs.py");
     let status = std::process::Command::new("python3")
         .arg(script)
-        .args([dir.to_str().unwrap(), shape, &n.to_string(), &seed.to_string()])
+        .args([
+            dir.to_str().unwrap(),
+            shape,
+            &n.to_string(),
+            &seed.to_string(),
+        ])
         .status()
         .expect("python3 runs");
     assert!(status.success());
@@ -50,12 +55,24 @@ fn optimized_light_models_match_the_originals_in_onnxruntime() {
         .unwrap();
         let nodes_in = json["graph"]["nodes_in"].as_u64().unwrap();
         let nodes_out = json["graph"]["nodes_out"].as_u64().unwrap();
-        assert!(nodes_out < nodes_in, "{}: folding removed nodes ({nodes_in} -> {nodes_out})", model.display());
+        assert!(
+            nodes_out < nodes_in,
+            "{}: folding removed nodes ({nodes_in} -> {nodes_out})",
+            model.display()
+        );
         let stem = model.file_stem().unwrap().to_str().unwrap();
         let emitted = out.path().join(format!("{stem}_opt.onnx"));
         let c = compare(&emitted, &model, &inputs);
-        assert!(c["cosine_min"].as_f64().unwrap() > 0.99999, "{}: {c}", model.display());
-        assert!(c["max_abs"].as_f64().unwrap() < 1e-4, "{}: {c}", model.display());
+        assert!(
+            c["cosine_min"].as_f64().unwrap() > 0.99999,
+            "{}: {c}",
+            model.display()
+        );
+        assert!(
+            c["max_abs"].as_f64().unwrap() < 1e-4,
+            "{}: {c}",
+            model.display()
+        );
         assert_eq!(c["opset"], 13, "{}", model.display());
     }
 }
@@ -79,8 +96,15 @@ fn int8_light_squeezenet_runs_in_onnxruntime() {
         out.path().to_str().unwrap(),
         "--quiet",
     ]);
-    let c = compare(&out.path().join("light_squeezenet_int8.onnx"), &model, &inputs[3..]);
-    assert!(c["qdq"].as_u64().unwrap() >= 2 * 26, "every conv quantized: {c}");
+    let c = compare(
+        &out.path().join("light_squeezenet_int8.onnx"),
+        &model,
+        &inputs[3..],
+    );
+    assert!(
+        c["qdq"].as_u64().unwrap() >= 2 * 26,
+        "every conv quantized: {c}"
+    );
     assert!(c["cosine_min"].as_f64().unwrap() > 0.99, "{c}");
 }
 
@@ -89,7 +113,10 @@ fn pp_ocr_classifier_int8_agrees_with_fp32() {
     if skip_python() {
         return;
     }
-    let model = python_package_dir("rapidocr_onnxruntime", "models/ch_ppocr_mobile_v2.0_cls_infer.onnx");
+    let model = python_package_dir(
+        "rapidocr_onnxruntime",
+        "models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    );
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x48x192", 24, 3);
     // Entropy (KL) clips this MobileNetV3-style model's ReLU/HardSigmoid activations
@@ -110,7 +137,9 @@ fn pp_ocr_classifier_int8_agrees_with_fp32() {
             "--json",
         ]))
         .unwrap();
-        let rtq_cos = report["accuracy"][0]["outputs"][0]["cosine_min"].as_f64().unwrap();
+        let rtq_cos = report["accuracy"][0]["outputs"][0]["cosine_min"]
+            .as_f64()
+            .unwrap();
         let c = compare(
             &out.path().join("ch_ppocr_mobile_v2.0_cls_infer_int8.onnx"),
             &model,
@@ -119,7 +148,10 @@ fn pp_ocr_classifier_int8_agrees_with_fp32() {
         let ort_cos = c["cosine_min"].as_f64().unwrap();
         assert!(ort_cos > min_cosine, "{method}: {c}");
         // rtq's CPU executor emulates Q/DQ the way onnxruntime runs it.
-        assert!((rtq_cos - ort_cos).abs() < 0.02, "{method}: rtq {rtq_cos} vs onnxruntime {ort_cos}");
+        assert!(
+            (rtq_cos - ort_cos).abs() < 0.02,
+            "{method}: rtq {rtq_cos} vs onnxruntime {ort_cos}"
+        );
     }
 }
 
@@ -150,5 +182,8 @@ fn pp_ocr_v4_detector_compiles_with_dynamic_dims() {
     let j: serde_json::Value =
         serde_json::from_str(&rtq_ok(&["inspect", int8.to_str().unwrap(), "--json"])).unwrap();
     let input = j["inputs"][0][1].as_str().unwrap();
-    assert!(input.contains('?') || input.chars().any(|ch| ch.is_alphabetic() && ch != 'f'), "{input}");
+    assert!(
+        input.contains('?') || input.chars().any(|ch| ch.is_alphabetic() && ch != 'f'),
+        "{input}"
+    );
 }

@@ -26,7 +26,10 @@ fn bench_reports_trtexec_style_statistics() {
         lat["p99"].as_f64().unwrap(),
         lat["max"].as_f64().unwrap(),
     );
-    assert!(min > 0.0 && min <= median && median <= p99 && p99 <= max, "{lat}");
+    assert!(
+        min > 0.0 && min <= median && median <= p99 && p99 <= max,
+        "{lat}"
+    );
     assert!(j["throughput_inferences_per_s"].as_f64().unwrap() > 0.0);
 }
 
@@ -51,14 +54,29 @@ fn triton_repository_for_the_onnx_build() {
         "--quiet",
     ]);
     let config = std::fs::read_to_string(repo.path().join("tiny/config.pbtxt")).unwrap();
-    assert!(config.contains("platform: \"onnxruntime_onnx\""), "{config}");
+    assert!(
+        config.contains("platform: \"onnxruntime_onnx\""),
+        "{config}"
+    );
     assert!(config.contains("max_batch_size: 8"), "{config}");
-    assert!(config.contains("dims: [ 3, 32, 32 ]"), "batch dim left to Triton: {config}");
-    assert!(config.contains("preferred_batch_size: [ 4, 8 ]"), "{config}");
+    assert!(
+        config.contains("dims: [ 3, 32, 32 ]"),
+        "batch dim left to Triton: {config}"
+    );
+    assert!(
+        config.contains("preferred_batch_size: [ 4, 8 ]"),
+        "{config}"
+    );
     let model = std::fs::read(repo.path().join("tiny/1/model.onnx")).unwrap();
-    assert_eq!(model, std::fs::read(out.path().join("tinyresnet_fp16.onnx")).unwrap());
+    assert_eq!(
+        model,
+        std::fs::read(out.path().join("tinyresnet_fp16.onnx")).unwrap()
+    );
     let report = std::fs::read_to_string(out.path().join("report.json")).unwrap();
-    assert!(report.contains("config.pbtxt"), "report lists the Triton files");
+    assert!(
+        report.contains("config.pbtxt"),
+        "report lists the Triton files"
+    );
 }
 
 #[test]
@@ -74,7 +92,10 @@ fn engine_without_tensorrt_says_what_is_missing_and_writes_nothing() {
         "-o",
         out.path().to_str().unwrap(),
     ]);
-    assert!(err.contains("built without the `tensorrt` feature"), "{err}");
+    assert!(
+        err.contains("built without the `tensorrt` feature"),
+        "{err}"
+    );
     assert!(err.contains("TENSORRT_ROOT"), "{err}");
     assert!(files_in(out.path()).is_empty());
     let err = rtq_fails(&["bench", "model.plan"]);

@@ -53,15 +53,22 @@ pub fn run(args: BenchArgs) -> Result<()> {
         cuda_graph: args.cuda_graph,
         build: args.engine.build_options(None)?,
     };
-    let mut engine = Engine::load(&args.model, &options).with_context(|| format!("loading {}", args.model.display()))?;
+    let mut engine = Engine::load(&args.model, &options)
+        .with_context(|| format!("loading {}", args.model.display()))?;
     let shapes = match &args.engine.shapes {
-        Some(s) => rtq_runtime::tensorrt::parse_shape_list(s)?.into_iter().collect(),
+        Some(s) => rtq_runtime::tensorrt::parse_shape_list(s)?
+            .into_iter()
+            .collect(),
         None => Default::default(),
     };
     let spec = InputSpec {
         shapes,
         batch_size: Some(args.batch),
-        fill: if args.zeros { InputFill::Zeros } else { InputFill::Random { seed: 0 } },
+        fill: if args.zeros {
+            InputFill::Zeros
+        } else {
+            InputFill::Random { seed: 0 }
+        },
     };
     let inputs = make_inputs(&engine, &spec)?;
     if !args.duration.is_finite() || args.duration < 0.0 {

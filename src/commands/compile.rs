@@ -190,18 +190,33 @@ pub fn run(args: CompileArgs) -> Result<()> {
         build.output = Some(plan.clone());
         let artifacts = rtq_runtime::tensorrt::build_engine(&onnx_path, &build)
             .with_context(|| format!("building a TensorRT engine from {}", onnx_path.display()))?;
-        output.report.outputs.push(artifacts.plan_path.display().to_string());
-        output.report.outputs.push(artifacts.metadata_path.display().to_string());
+        output
+            .report
+            .outputs
+            .push(artifacts.plan_path.display().to_string());
+        output
+            .report
+            .outputs
+            .push(artifacts.metadata_path.display().to_string());
         plan_path = Some(artifacts.plan_path);
     }
     if let Some(repo) = &args.triton_repo {
         let layout = export_triton(&args, repo, &onnx_path, plan_path.as_deref())?;
-        output.report.outputs.push(layout.config_path.display().to_string());
-        output.report.outputs.push(layout.model_path.display().to_string());
+        output
+            .report
+            .outputs
+            .push(layout.config_path.display().to_string());
+        output
+            .report
+            .outputs
+            .push(layout.model_path.display().to_string());
     }
     if args.engine || args.triton_repo.is_some() {
         // Record the extra files in the report written with the model.
-        rtq_emit::write_atomic(&args.out.join("report.json"), output.report.to_json()?.as_bytes())?;
+        rtq_emit::write_atomic(
+            &args.out.join("report.json"),
+            output.report.to_json()?.as_bytes(),
+        )?;
     }
     if args.json {
         println!("{}", output.report.to_json()?);
@@ -220,8 +235,8 @@ fn export_triton(
     plan: Option<&std::path::Path>,
 ) -> Result<rtq_runtime::triton::TritonLayout> {
     use rtq_runtime::triton::{
-        write_triton_repository, DynamicBatching, InstanceKind, ModelSource, TritonModel, TritonOptions,
-        TritonPlatform,
+        write_triton_repository, DynamicBatching, InstanceKind, ModelSource, TritonModel,
+        TritonOptions, TritonPlatform,
     };
     // The engine's I/O are the ONNX model's; read them through the CPU backend.
     let engine = rtq_runtime::Engine::load(
@@ -233,8 +248,16 @@ fn export_triton(
     )
     .with_context(|| format!("reading the interface of {}", onnx.display()))?;
     let (platform, source, kind) = match plan {
-        Some(p) => (TritonPlatform::TensorRtPlan, ModelSource::File(p), InstanceKind::Gpu),
-        None => (TritonPlatform::OnnxRuntime, ModelSource::File(onnx), InstanceKind::Cpu),
+        Some(p) => (
+            TritonPlatform::TensorRtPlan,
+            ModelSource::File(p),
+            InstanceKind::Gpu,
+        ),
+        None => (
+            TritonPlatform::OnnxRuntime,
+            ModelSource::File(onnx),
+            InstanceKind::Cpu,
+        ),
     };
     let name = args.triton_name.clone().unwrap_or_else(|| {
         args.model

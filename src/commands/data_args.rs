@@ -37,7 +37,11 @@ pub struct DataArgs {
 pub fn parse_dims(text: &str) -> Result<Vec<usize>> {
     let dims: Vec<usize> = text
         .split(['x', 'X', ','])
-        .map(|d| d.trim().parse::<usize>().with_context(|| format!("bad dimension `{d}` in `{text}`")))
+        .map(|d| {
+            d.trim()
+                .parse::<usize>()
+                .with_context(|| format!("bad dimension `{d}` in `{text}`"))
+        })
         .collect::<Result<_>>()?;
     if dims.is_empty() || dims.contains(&0) {
         bail!("bad shape `{text}`: dimensions must be positive");

@@ -28,8 +28,10 @@ pub struct EvalArgs {
 
 /// Runs `rtq eval`.
 pub fn run(args: EvalArgs) -> Result<()> {
-    let reference = rtq_frontend::load_model(&args.reference).with_context(|| format!("loading {}", args.reference.display()))?;
-    let candidate = rtq_frontend::load_model(&args.candidate).with_context(|| format!("loading {}", args.candidate.display()))?;
+    let reference = rtq_frontend::load_model(&args.reference)
+        .with_context(|| format!("loading {}", args.reference.display()))?;
+    let candidate = rtq_frontend::load_model(&args.candidate)
+        .with_context(|| format!("loading {}", args.candidate.display()))?;
     let set = CalibrationSet::open(&args.data, &args.data_args.to_options()?)
         .with_context(|| format!("reading samples in {}", args.data.display()))?;
     let files: Vec<usize> = (0..set.len().min(args.samples.unwrap_or(usize::MAX))).collect();

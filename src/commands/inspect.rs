@@ -53,7 +53,10 @@ pub struct Inspection {
 fn describe(graph: &Graph, v: rtq_ir::ValueId) -> String {
     let value = graph.value(v);
     let dtype = value.dtype.map_or("?".to_string(), |d| d.to_string());
-    let shape = value.shape.as_deref().map_or("[?]".to_string(), format_shape);
+    let shape = value
+        .shape
+        .as_deref()
+        .map_or("[?]".to_string(), format_shape);
     format!("{dtype}{shape}")
 }
 
@@ -71,7 +74,8 @@ pub fn weight_bytes(graph: &Graph) -> BTreeMap<String, usize> {
 
 /// Summarises the model at `path`.
 pub fn inspect(path: &PathBuf, baseline: Option<&PathBuf>) -> Result<Inspection> {
-    let graph = rtq_frontend::load_model(path).with_context(|| format!("loading {}", path.display()))?;
+    let graph =
+        rtq_frontend::load_model(path).with_context(|| format!("loading {}", path.display()))?;
     let mut ops: BTreeMap<String, usize> = BTreeMap::new();
     for (_, node) in graph.nodes() {
         *ops.entry(node.op_type.clone()).or_default() += 1;
@@ -80,7 +84,8 @@ pub fn inspect(path: &PathBuf, baseline: Option<&PathBuf>) -> Result<Inspection>
     let total: usize = weight_bytes.values().sum();
     let ratio = match baseline {
         Some(b) => {
-            let base = rtq_frontend::load_model(b).with_context(|| format!("loading baseline {}", b.display()))?;
+            let base = rtq_frontend::load_model(b)
+                .with_context(|| format!("loading baseline {}", b.display()))?;
             let base_total: usize = self::weight_bytes(&base).values().sum();
             (base_total > 0).then(|| total as f64 / base_total as f64)
         }
@@ -90,8 +95,16 @@ pub fn inspect(path: &PathBuf, baseline: Option<&PathBuf>) -> Result<Inspection>
         model: path.display().to_string(),
         opset: graph.opset,
         producer: graph.producer.clone(),
-        inputs: graph.inputs.iter().map(|&i| (graph.value(i).name.clone(), describe(&graph, i))).collect(),
-        outputs: graph.outputs.iter().map(|&o| (graph.value(o).name.clone(), describe(&graph, o))).collect(),
+        inputs: graph
+            .inputs
+            .iter()
+            .map(|&i| (graph.value(i).name.clone(), describe(&graph, i)))
+            .collect(),
+        outputs: graph
+            .outputs
+            .iter()
+            .map(|&o| (graph.value(o).name.clone(), describe(&graph, o)))
+            .collect(),
         nodes: graph.node_count(),
         ops,
         weight_bytes,
@@ -111,7 +124,10 @@ pub fn run(args: InspectArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{}  (opset {}, producer {:?})", report.model, report.opset, report.producer);
+        println!(
+            "{}  (opset {}, producer {:?})",
+            report.model, report.opset, report.producer
+        );
         if let Some(p) = &report.precision {
             println!("  built by rtq, precision {p}");
         }

@@ -43,7 +43,12 @@ pub fn rtq_ok(args: &[&str]) -> String {
 pub fn rtq_fails(args: &[&str]) -> String {
     let out = rtq(args);
     assert!(!out.status.success(), "rtq {args:?} unexpectedly succeeded");
-    assert_ne!(out.status.code(), Some(101), "rtq {args:?} panicked:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(
+        out.status.code(),
+        Some(101),
+        "rtq {args:?} panicked:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stderr).expect("utf-8")
 }
 
@@ -69,15 +74,27 @@ pub fn python(script: &str, args: &[&Path]) -> String {
 
 /// A directory of a Python package (e.g. `onnx` + `backend/test/data/light`).
 pub fn python_package_dir(module: &str, sub: &str) -> PathBuf {
-    let code = format!("import {module}, os; print(os.path.join(os.path.dirname({module}.__file__), '{sub}'))");
-    let out = Command::new("python3").args(["-c", &code]).output().expect("python3 runs");
-    assert!(out.status.success(), "python package {module} missing: {}", String::from_utf8_lossy(&out.stderr));
+    let code = format!(
+        "import {module}, os; print(os.path.join(os.path.dirname({module}.__file__), '{sub}'))"
+    );
+    let out = Command::new("python3")
+        .args(["-c", &code])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "python package {module} missing: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// Files in `dir`, sorted.
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     v.sort();
     v
 }

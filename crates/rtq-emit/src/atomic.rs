@@ -51,7 +51,11 @@ mod tests {
         .unwrap_err();
         assert!(err.to_string().contains("out.bin"), "{err}");
         assert!(!path.exists());
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "temp file left behind");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "temp file left behind"
+        );
     }
 
     #[test]
@@ -66,6 +70,9 @@ mod tests {
     #[test]
     fn missing_directory_is_an_error_naming_the_file() {
         let err = write_atomic(Path::new("/nonexistent-rtq-dir/x.onnx"), b"x").unwrap_err();
-        assert!(err.to_string().contains("/nonexistent-rtq-dir/x.onnx"), "{err}");
+        assert!(
+            err.to_string().contains("/nonexistent-rtq-dir/x.onnx"),
+            "{err}"
+        );
     }
 }

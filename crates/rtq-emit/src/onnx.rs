@@ -50,7 +50,9 @@ pub fn ir_version_for_opset(opset: i64) -> i64 {
 /// initializers (raw little-endian data), interface types from the IR's facts.
 pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, EmitError> {
     let opset = opts.opset.unwrap_or(graph.opset.max(13));
-    let order = graph.topo_order().map_err(|e| EmitError::Graph(e.to_string()))?;
+    let order = graph
+        .topo_order()
+        .map_err(|e| EmitError::Graph(e.to_string()))?;
     let mut gp = GraphProto {
         name: Some(graph.name.clone()),
         ..Default::default()
@@ -80,10 +82,16 @@ pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, E
             .collect();
         let mut attrs: Vec<AttributeProto> = Vec::new();
         for (name, attr) in &node.attrs {
-            if opset >= 18 && name == "axes" && REDUCES_WITH_AXES_INPUT_FROM_18.contains(&node.op_type.as_str()) {
+            if opset >= 18
+                && name == "axes"
+                && REDUCES_WITH_AXES_INPUT_FROM_18.contains(&node.op_type.as_str())
+            {
                 let axes = attr.as_ints().unwrap_or_default();
                 let cname = fresh(&format!("{}_axes", node.name), graph);
-                gp.initializer.push(tensor_proto(&cname, &Tensor::from_i64(vec![axes.len()], axes)));
+                gp.initializer.push(tensor_proto(
+                    &cname,
+                    &Tensor::from_i64(vec![axes.len()], axes),
+                ));
                 inputs.push(cname);
                 continue;
             }
@@ -91,7 +99,10 @@ pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, E
         }
         for v in node.inputs.iter().flatten() {
             if graph.value(*v).constant.is_some() && emitted_consts.insert(*v) {
-                gp.initializer.push(tensor_proto(&graph.value(*v).name, graph.constant(*v).expect("constant")));
+                gp.initializer.push(tensor_proto(
+                    &graph.value(*v).name,
+                    graph.constant(*v).expect("constant"),
+                ));
             }
         }
         gp.node.push(NodeProto {
@@ -99,13 +110,18 @@ pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, E
             op_type: Some(node.op_type.clone()),
             domain: (!node.domain.is_empty()).then(|| node.domain.clone()),
             input: inputs,
-            output: node.outputs.iter().map(|&o| graph.value(o).name.clone()).collect(),
+            output: node
+                .outputs
+                .iter()
+                .map(|&o| graph.value(o).name.clone())
+                .collect(),
             attribute: attrs,
             ..Default::default()
         });
     }
     if opts.value_info {
-        let interface: HashSet<ValueId> = graph.inputs.iter().chain(&graph.outputs).copied().collect();
+        let interface: HashSet<ValueId> =
+            graph.inputs.iter().chain(&graph.outputs).copied().collect();
         for (_, node) in graph.nodes() {
             for &out in &node.outputs {
                 if !interface.contains(&out) && graph.value(out).dtype.is_some() {
@@ -180,7 +196,10 @@ pub fn write_onnx(path: &Path, graph: &Graph, opts: &EmitOptions) -> Result<(), 
 fn value_info(graph: &Graph, id: ValueId) -> Result<ValueInfoProto, EmitError> {
     let value = graph.value(id);
     let dtype = value.dtype.ok_or_else(|| {
-        EmitError::Graph(format!("graph interface tensor `{}` has no known element type", value.name))
+        EmitError::Graph(format!(
+            "graph interface tensor `{}` has no known element type",
+            value.name
+        ))
     })?;
     let shape = value.shape.as_ref().map(|dims| TensorShapeProto {
         dim: dims
@@ -188,7 +207,9 @@ fn value_info(graph: &Graph, id: ValueId) -> Result<ValueInfoProto, EmitError> {
             .map(|d| tensor_shape_proto::Dimension {
                 // An unnamed unknown dim stays unnamed: a shared name would claim equality.
                 value: match d {
-                    Dim::Known(n) => Some(tensor_shape_proto::dimension::Value::DimValue(*n as i64)),
+                    Dim::Known(n) => {
+                        Some(tensor_shape_proto::dimension::Value::DimValue(*n as i64))
+                    }
                     Dim::Sym(s) if s == "?" => None,
                     Dim::Sym(s) => Some(tensor_shape_proto::dimension::Value::DimParam(s.clone())),
                 },
@@ -263,7 +284,6 @@ fn attribute_proto(name: &str, attr: &Attr) -> AttributeProto {
     a
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,9 +293,22 @@ mod tests {
     fn small_graph(opset: i64) -> Graph {
         let mut g = Graph::new("g", opset);
         let x = g.add_input("x", DType::F32, vec![Dim::Sym("N".into()), Dim::Known(4)]);
-        let w = g.add_constant("w", Tensor::from_f32(vec![4, 2], (0..8).map(|i| i as f32).collect()));
-        let y = g.add_value("y", Some(DType::F32), Some(vec![Dim::Sym("N".into()), Dim::Known(2)]));
-        g.add_node("mm", "MatMul", vec![Some(x), Some(w)], vec![y], BTreeMap::new());
+        let w = g.add_constant(
+            "w",
+            Tensor::from_f32(vec![4, 2], (0..8).map(|i| i as f32).collect()),
+        );
+        let y = g.add_value(
+            "y",
+            Some(DType::F32),
+            Some(vec![Dim::Sym("N".into()), Dim::Known(2)]),
+        );
+        g.add_node(
+            "mm",
+            "MatMul",
+            vec![Some(x), Some(w)],
+            vec![y],
+            BTreeMap::new(),
+        );
         let z = g.add_value("z", Some(DType::F32), None);
         let mut attrs = BTreeMap::new();
         attrs.insert("axes".to_string(), Attr::Ints(vec![1]));
@@ -302,12 +335,24 @@ mod tests {
         let g = small_graph(18);
         let model = to_model_proto(&g, &EmitOptions::default()).unwrap();
         let gp = model.graph.as_ref().unwrap();
-        let mean = gp.node.iter().find(|n| n.op_type.as_deref() == Some("ReduceMean")).unwrap();
+        let mean = gp
+            .node
+            .iter()
+            .find(|n| n.op_type.as_deref() == Some("ReduceMean"))
+            .unwrap();
         assert_eq!(mean.input.len(), 2);
-        assert!(mean.attribute.iter().all(|a| a.name.as_deref() != Some("axes")));
+        assert!(mean
+            .attribute
+            .iter()
+            .all(|a| a.name.as_deref() != Some("axes")));
         // And the frontend turns it back into the canonical attribute form.
-        let back = rtq_frontend::load_model_bytes(&to_model_bytes(&g, &EmitOptions::default()).unwrap()).unwrap();
-        let (_, node) = back.nodes().find(|(_, n)| n.op_type == "ReduceMean").unwrap();
+        let back =
+            rtq_frontend::load_model_bytes(&to_model_bytes(&g, &EmitOptions::default()).unwrap())
+                .unwrap();
+        let (_, node) = back
+            .nodes()
+            .find(|(_, n)| n.op_type == "ReduceMean")
+            .unwrap();
         assert_eq!(node.attr_ints("axes"), Some(vec![1]));
     }
 

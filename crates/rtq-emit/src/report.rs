@@ -123,7 +123,11 @@ impl CompileReport {
         let _ = writeln!(
             s,
             "  precision {}  opset {} -> {}  nodes {} -> {}",
-            self.precision, self.source_opset, self.output_opset, self.graph.nodes_in, self.graph.nodes_out
+            self.precision,
+            self.source_opset,
+            self.output_opset,
+            self.graph.nodes_in,
+            self.graph.nodes_out
         );
         if self.graph.weight_bytes_fp32 > 0 {
             let ratio = self.graph.weight_bytes_out as f64 / self.graph.weight_bytes_fp32 as f64;
@@ -143,7 +147,11 @@ impl CompileReport {
             );
         }
         if !self.ranges.is_empty() {
-            let _ = writeln!(s, "\n  {:<48} {:<18} {:>11} {:>11} {:>11} {:>11}", "tensor", "producer", "min", "max", "amax", "scale");
+            let _ = writeln!(
+                s,
+                "\n  {:<48} {:<18} {:>11} {:>11} {:>11} {:>11}",
+                "tensor", "producer", "min", "max", "amax", "scale"
+            );
             for r in self.ranges.iter().take(max_ranges) {
                 let _ = writeln!(
                     s,
@@ -157,13 +165,23 @@ impl CompileReport {
                 );
             }
             if self.ranges.len() > max_ranges {
-                let _ = writeln!(s, "  ... {} more in report.json", self.ranges.len() - max_ranges);
+                let _ = writeln!(
+                    s,
+                    "  ... {} more in report.json",
+                    self.ranges.len() - max_ranges
+                );
             }
         }
         for acc in &self.accuracy {
-            let _ = writeln!(s, "\n  accuracy of {} vs fp32 on {} held-out samples:", acc.variant, acc.samples);
+            let _ = writeln!(
+                s,
+                "\n  accuracy of {} vs fp32 on {} held-out samples:",
+                acc.variant, acc.samples
+            );
             for o in &acc.outputs {
-                let top1 = o.top1_agreement.map_or(String::new(), |t| format!("  top-1 agreement {:.1}%", 100.0 * t));
+                let top1 = o.top1_agreement.map_or(String::new(), |t| {
+                    format!("  top-1 agreement {:.1}%", 100.0 * t)
+                });
                 let _ = writeln!(
                     s,
                     "    {:<32} cosine mean {:.5} min {:.5}  max |err| {:.4e}  mean |err| {:.4e}{top1}",
@@ -189,7 +207,14 @@ fn ellipsize(s: &str, width: usize) -> String {
     if s.chars().count() <= width {
         s.to_string()
     } else {
-        let tail: String = s.chars().rev().take(width - 1).collect::<Vec<_>>().into_iter().rev().collect();
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(width - 1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         format!("…{tail}")
     }
 }
@@ -239,7 +264,10 @@ mod tests {
             ..Default::default()
         };
         let text = report.render_text(10);
-        assert!(text.contains("conv1_out") && text.contains("1.5000"), "{text}");
+        assert!(
+            text.contains("conv1_out") && text.contains("1.5000"),
+            "{text}"
+        );
         assert!(text.contains("top-1 agreement 100.0%"), "{text}");
         let json: serde_json::Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
         assert_eq!(json["ranges"][0]["amax"], 1.5);

@@ -22,7 +22,10 @@ impl NodeDraft {
     /// Moves integer-list attribute `attr` into input slot `slot` as an int64 constant.
     fn attr_to_input(&mut self, graph: &mut Graph, attr: &str, slot: usize) {
         if let Some(values) = self.attrs.remove(attr).and_then(|a| a.as_ints()) {
-            let c = graph.add_constant(&format!("{}_{attr}", self.name), Tensor::from_i64(vec![values.len()], values));
+            let c = graph.add_constant(
+                &format!("{}_{attr}", self.name),
+                Tensor::from_i64(vec![values.len()], values),
+            );
             self.set_input(slot, c);
         }
     }
@@ -35,14 +38,23 @@ impl NodeDraft {
     }
 
     /// Reads a constant int64 input back into attribute `attr` (for ops whose canonical form keeps it as an attribute).
-    fn input_to_attr(&mut self, graph: &Graph, slot: usize, attr: &str) -> Result<(), FrontendError> {
+    fn input_to_attr(
+        &mut self,
+        graph: &Graph,
+        slot: usize,
+        attr: &str,
+    ) -> Result<(), FrontendError> {
         let Some(Some(v)) = self.inputs.get(slot).copied() else {
             return Ok(());
         };
-        let c = graph
-            .constant(v)
-            .ok_or_else(|| self.err(format!("input `{}` must be a constant for rtq", graph.value(v).name)))?;
-        self.attrs.insert(attr.to_string(), Attr::Ints(c.to_i64_vec()));
+        let c = graph.constant(v).ok_or_else(|| {
+            self.err(format!(
+                "input `{}` must be a constant for rtq",
+                graph.value(v).name
+            ))
+        })?;
+        self.attrs
+            .insert(attr.to_string(), Attr::Ints(c.to_i64_vec()));
         self.inputs.truncate(slot);
         Ok(())
     }
@@ -61,7 +73,11 @@ const ATTR_REDUCES: &[&str] = &[
 ];
 
 /// Adds `draft` to `graph` in canonical form (possibly as several nodes).
-pub(crate) fn add_canonical(graph: &mut Graph, opset: i64, mut d: NodeDraft) -> Result<(), FrontendError> {
+pub(crate) fn add_canonical(
+    graph: &mut Graph,
+    opset: i64,
+    mut d: NodeDraft,
+) -> Result<(), FrontendError> {
     // Attributes removed long ago that carry no meaning in inference.
     d.attrs.remove("consumed_inputs");
     d.attrs.remove("is_test");
@@ -81,20 +97,26 @@ pub(crate) fn add_canonical(graph: &mut Graph, opset: i64, mut d: NodeDraft) -> 
         "Reshape" if opset < 5 => d.attr_to_input(graph, "shape", 1),
         "TopK" if opset < 10 => {
             if let Some(k) = d.attrs.remove("k").and_then(|a| a.as_int()) {
-                let c = graph.add_constant(&format!("{}_k", d.name), Tensor::from_i64(vec![1], vec![k]));
+                let c = graph
+                    .add_constant(&format!("{}_k", d.name), Tensor::from_i64(vec![1], vec![k]));
                 d.set_input(1, c);
             }
         }
         "Pad" if opset < 11 => {
             d.attr_to_input(graph, "pads", 1);
-            let value = d.attrs.remove("value").and_then(|a| a.as_float()).unwrap_or(0.0);
+            let value = d
+                .attrs
+                .remove("value")
+                .and_then(|a| a.as_float())
+                .unwrap_or(0.0);
             let c = graph.add_constant(&format!("{}_value", d.name), Tensor::scalar_f32(value));
             d.set_input(2, c);
         }
         "Clip" if opset < 11 => {
             for (attr, slot) in [("min", 1), ("max", 2)] {
                 if let Some(v) = d.attrs.remove(attr).and_then(|a| a.as_float()) {
-                    let c = graph.add_constant(&format!("{}_{attr}", d.name), Tensor::scalar_f32(v));
+                    let c =
+                        graph.add_constant(&format!("{}_{attr}", d.name), Tensor::scalar_f32(v));
                     d.set_input(slot, c);
                 }
             }
@@ -127,27 +149,55 @@ fn resize_attrs(mode: &str) -> BTreeMap<String, Attr> {
         "coordinate_transformation_mode".to_string(),
         Attr::String("asymmetric".to_string()),
     );
-    attrs.insert("nearest_mode".to_string(), Attr::String("floor".to_string()));
+    attrs.insert(
+        "nearest_mode".to_string(),
+        Attr::String("floor".to_string()),
+    );
     attrs
 }
 
 fn add_upsample(graph: &mut Graph, d: NodeDraft) -> Result<(), FrontendError> {
-    let mode = d.attrs.get("mode").and_then(Attr::as_str).unwrap_or("nearest").to_string();
+    let mode = d
+        .attrs
+        .get("mode")
+        .and_then(Attr::as_str)
+        .unwrap_or("nearest")
+        .to_string();
     let scales = match (d.input(1), d.attrs.get("scales").and_then(Attr::as_floats)) {
         (Some(v), _) => v,
-        (None, Some(s)) => graph.add_constant(&format!("{}_scales", d.name), Tensor::from_f32(vec![s.len()], s.to_vec())),
+        (None, Some(s)) => graph.add_constant(
+            &format!("{}_scales", d.name),
+            Tensor::from_f32(vec![s.len()], s.to_vec()),
+        ),
         (None, None) => return Err(d.err("needs scales")),
     };
     let x = d.input(0).ok_or_else(|| d.err("missing input X"))?;
-    graph.add_node(&d.name, "Resize", vec![Some(x), None, Some(scales)], d.outputs, resize_attrs(&mode));
+    graph.add_node(
+        &d.name,
+        "Resize",
+        vec![Some(x), None, Some(scales)],
+        d.outputs,
+        resize_attrs(&mode),
+    );
     Ok(())
 }
 
 fn add_resize10(graph: &mut Graph, d: NodeDraft) -> Result<(), FrontendError> {
-    let mode = d.attrs.get("mode").and_then(Attr::as_str).unwrap_or("nearest").to_string();
+    let mode = d
+        .attrs
+        .get("mode")
+        .and_then(Attr::as_str)
+        .unwrap_or("nearest")
+        .to_string();
     let x = d.input(0).ok_or_else(|| d.err("missing input X"))?;
     let scales = d.input(1).ok_or_else(|| d.err("missing input scales"))?;
-    graph.add_node(&d.name, "Resize", vec![Some(x), None, Some(scales)], d.outputs, resize_attrs(&mode));
+    graph.add_node(
+        &d.name,
+        "Resize",
+        vec![Some(x), None, Some(scales)],
+        d.outputs,
+        resize_attrs(&mode),
+    );
     Ok(())
 }
 
@@ -170,16 +220,34 @@ fn add_legacy_softmax(graph: &mut Graph, mut d: NodeDraft) -> Result<(), Fronten
     let out = *d.outputs.first().ok_or_else(|| d.err("has no output"))?;
     let base = d.name.clone();
     let shape = graph.add_value(&format!("{base}_shape"), Some(rtq_ir::DType::I64), None);
-    graph.add_node(&format!("{base}_shape"), "Shape", vec![Some(x)], vec![shape], BTreeMap::new());
+    graph.add_node(
+        &format!("{base}_shape"),
+        "Shape",
+        vec![Some(x)],
+        vec![shape],
+        BTreeMap::new(),
+    );
     let flat = graph.add_value(&format!("{base}_flat"), graph.value(x).dtype, None);
     let mut fattrs = BTreeMap::new();
     fattrs.insert("axis".to_string(), Attr::Int(axis));
-    graph.add_node(&format!("{base}_flatten"), "Flatten", vec![Some(x)], vec![flat], fattrs);
+    graph.add_node(
+        &format!("{base}_flatten"),
+        "Flatten",
+        vec![Some(x)],
+        vec![flat],
+        fattrs,
+    );
     let soft = graph.add_value(&format!("{base}_2d"), graph.value(x).dtype, None);
     let mut sattrs = d.attrs;
     sattrs.insert("axis".to_string(), Attr::Int(-1));
     graph.add_node(&base, &d.op, vec![Some(flat)], vec![soft], sattrs);
-    graph.add_node(&format!("{base}_reshape"), "Reshape", vec![Some(soft), Some(shape)], vec![out], BTreeMap::new());
+    graph.add_node(
+        &format!("{base}_reshape"),
+        "Reshape",
+        vec![Some(soft), Some(shape)],
+        vec![out],
+        BTreeMap::new(),
+    );
     Ok(())
 }
 

@@ -38,14 +38,19 @@ fn decode(bytes: &[u8], origin: &str) -> Result<ModelProto, FrontendError> {
         origin: origin.to_string(),
         reason,
     };
-    let model = ModelProto::decode(bytes).map_err(|e| not_onnx(format!("{e} (truncated or not protobuf)")))?;
+    let model = ModelProto::decode(bytes)
+        .map_err(|e| not_onnx(format!("{e} (truncated or not protobuf)")))?;
     // Random bytes sometimes decode as a protobuf; a real model has a graph and an IR version.
     if model.graph.is_none() {
         return Err(not_onnx("it has no graph".into()));
     }
     match model.ir_version {
         Some(v) if (1..=20).contains(&v) => {}
-        Some(v) => return Err(not_onnx(format!("ir_version {v} is not an ONNX IR version"))),
+        Some(v) => {
+            return Err(not_onnx(format!(
+                "ir_version {v} is not an ONNX IR version"
+            )))
+        }
         None => return Err(not_onnx("ir_version is missing".into())),
     }
     Ok(model)
@@ -57,7 +62,9 @@ mod tests {
 
     #[test]
     fn garbage_is_not_onnx() {
-        let err = decode_model_proto(b"\xff\xff\xff\xffhello").unwrap_err().to_string();
+        let err = decode_model_proto(b"\xff\xff\xff\xffhello")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a valid ONNX model"), "{err}");
         let err = decode_model_proto(b"").unwrap_err().to_string();
         assert!(err.contains("no graph"), "{err}");

@@ -33,7 +33,9 @@ fn default_opset(model: &ModelProto) -> Result<i64, FrontendError> {
         .iter()
         .find(|o| matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
         .and_then(|o| o.version)
-        .ok_or_else(|| FrontendError::BadGraph("the model imports no default-domain opset".into()))?;
+        .ok_or_else(|| {
+            FrontendError::BadGraph("the model imports no default-domain opset".into())
+        })?;
     if !SUPPORTED_OPSETS.contains(&opset) {
         return Err(FrontendError::UnsupportedOpset(
             opset,
@@ -48,13 +50,21 @@ fn default_opset(model: &ModelProto) -> Result<i64, FrontendError> {
 /// canonicalised to opset-13 form. Unknown ops are collected and reported together.
 pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, FrontendError> {
     let opset = default_opset(model)?;
-    let gp = model.graph.as_ref().ok_or_else(|| FrontendError::BadGraph("no graph".into()))?;
+    let gp = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| FrontendError::BadGraph("no graph".into()))?;
     let mut graph = Graph::new(gp.name.clone().unwrap_or_else(|| "main".into()), opset);
     graph.producer = model.producer_name.clone().unwrap_or_default();
     graph.metadata = model
         .metadata_props
         .iter()
-        .map(|e| (e.key.clone().unwrap_or_default(), e.value.clone().unwrap_or_default()))
+        .map(|e| {
+            (
+                e.key.clone().unwrap_or_default(),
+                e.value.clone().unwrap_or_default(),
+            )
+        })
         .collect();
     graph.extra_opsets = model
         .opset_import
@@ -63,7 +73,9 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
         .map(|o| (o.domain.clone().unwrap_or_default(), o.version.unwrap_or(1)))
         .collect();
     if !gp.sparse_initializer.is_empty() {
-        return Err(FrontendError::BadGraph("sparse initializers are not supported".into()));
+        return Err(FrontendError::BadGraph(
+            "sparse initializers are not supported".into(),
+        ));
     }
 
     let unsupported = unsupported_nodes(&gp.node, opset);
@@ -88,9 +100,16 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
             continue; // IR < 4: initializers are listed as inputs too.
         }
         let (dtype, shape) = value_info_type(input)?;
-        let dtype = dtype.ok_or_else(|| FrontendError::bad_tensor(&name, "graph input has no element type"))?;
+        let dtype = dtype
+            .ok_or_else(|| FrontendError::bad_tensor(&name, "graph input has no element type"))?;
         let id = graph.add_input(&name, dtype, shape.unwrap_or_default());
-        if input.r#type.as_ref().and_then(|t| t.value.as_ref()).is_some() && graph.value(id).shape.as_ref().is_some_and(Vec::is_empty) {
+        if input
+            .r#type
+            .as_ref()
+            .and_then(|t| t.value.as_ref())
+            .is_some()
+            && graph.value(id).shape.as_ref().is_some_and(Vec::is_empty)
+        {
             // A declared rank-0 input keeps its empty shape; an input without shape info becomes unknown.
             let declared = matches!(
                 input.r#type.as_ref().and_then(|t| t.value.as_ref()),
@@ -115,9 +134,17 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
     for (index, node) in gp.node.iter().enumerate() {
         let node_name = node_label(node, index);
         let mut outs = Vec::new();
-        let last_named = node.output.iter().rposition(|o| !o.is_empty()).map_or(0, |p| p + 1);
+        let last_named = node
+            .output
+            .iter()
+            .rposition(|o| !o.is_empty())
+            .map_or(0, |p| p + 1);
         for (slot, out) in node.output[..last_named].iter().enumerate() {
-            let name = if out.is_empty() { format!("{node_name}__unused{slot}") } else { out.clone() };
+            let name = if out.is_empty() {
+                format!("{node_name}__unused{slot}")
+            } else {
+                out.clone()
+            };
             if by_name.contains_key(&name) {
                 return Err(FrontendError::BadGraph(format!(
                     "tensor `{name}` is defined twice (again by node `{node_name}`)"
@@ -144,7 +171,11 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
                 continue;
             }
             let id = by_name.get(input).copied().ok_or_else(|| {
-                FrontendError::bad_node(&name, &op, format!("reads `{input}`, which no initializer, input or node defines"))
+                FrontendError::bad_node(
+                    &name,
+                    &op,
+                    format!("reads `{input}`, which no initializer, input or node defines"),
+                )
             })?;
             inputs.push(Some(id));
         }
@@ -165,22 +196,36 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
             .map(|a| convert_attr(a, &name, &op, opts))
             .collect::<Result<BTreeMap<_, _>, _>>()?;
         if op == "Constant" {
-            let out = *outs.first().ok_or_else(|| FrontendError::bad_node(&name, &op, "has no output"))?;
-            let tensor = constant_value(&attrs).ok_or_else(|| FrontendError::bad_node(&name, &op, "has no value attribute"))?;
+            let out = *outs
+                .first()
+                .ok_or_else(|| FrontendError::bad_node(&name, &op, "has no output"))?;
+            let tensor = constant_value(&attrs)
+                .ok_or_else(|| FrontendError::bad_node(&name, &op, "has no value attribute"))?;
             graph.set_constant(out, tensor);
             continue;
         }
-        add_canonical(&mut graph, opset, NodeDraft { name, op, inputs, outputs: outs, attrs })?;
+        add_canonical(
+            &mut graph,
+            opset,
+            NodeDraft {
+                name,
+                op,
+                inputs,
+                outputs: outs,
+                attrs,
+            },
+        )?;
     }
 
     for out in &gp.output {
         let name = out.name.clone().unwrap_or_default();
-        let id = by_name
-            .get(&name)
-            .copied()
-            .ok_or_else(|| FrontendError::BadGraph(format!("graph output `{name}` is not defined")))?;
+        let id = by_name.get(&name).copied().ok_or_else(|| {
+            FrontendError::BadGraph(format!("graph output `{name}` is not defined"))
+        })?;
         if graph.outputs.contains(&id) {
-            return Err(FrontendError::BadGraph(format!("graph output `{name}` is listed twice")));
+            return Err(FrontendError::BadGraph(format!(
+                "graph output `{name}` is listed twice"
+            )));
         }
         graph.outputs.push(id);
     }
@@ -213,10 +258,19 @@ fn unsupported_nodes(nodes: &[NodeProto], opset: i64) -> Vec<(String, String, St
         .collect()
 }
 
-fn convert_attr(a: &AttributeProto, node: &str, op: &str, opts: &ImportOptions) -> Result<(String, Attr), FrontendError> {
+fn convert_attr(
+    a: &AttributeProto,
+    node: &str,
+    op: &str,
+    opts: &ImportOptions,
+) -> Result<(String, Attr), FrontendError> {
     let name = a.name.clone().unwrap_or_default();
     if a.ref_attr_name.is_some() {
-        return Err(FrontendError::bad_node(node, op, format!("attribute `{name}` refers to a function attribute")));
+        return Err(FrontendError::bad_node(
+            node,
+            op,
+            format!("attribute `{name}` refers to a function attribute"),
+        ));
     }
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let ty = a.r#type.unwrap_or(0);
@@ -225,7 +279,9 @@ fn convert_attr(a: &AttributeProto, node: &str, op: &str, opts: &ImportOptions) 
         2 => Attr::Int(a.i.unwrap_or(0)),
         3 => Attr::String(text(a.s.as_deref().unwrap_or_default())),
         4 => {
-            let t = a.t.as_ref().ok_or_else(|| FrontendError::bad_node(node, op, format!("attribute `{name}` has no tensor")))?;
+            let t = a.t.as_ref().ok_or_else(|| {
+                FrontendError::bad_node(node, op, format!("attribute `{name}` has no tensor"))
+            })?;
             Attr::Tensor(tensor_from_proto(t, opts.base_dir.as_deref())?)
         }
         6 => Attr::Floats(a.floats.clone()),

@@ -4,14 +4,21 @@ use rtq_onnx_proto::TensorProto;
 use std::path::Path;
 
 /// Decodes a `TensorProto` (typed fields, `raw_data` or external data under `base_dir`).
-pub fn tensor_from_proto(proto: &TensorProto, base_dir: Option<&Path>) -> Result<Tensor, FrontendError> {
+pub fn tensor_from_proto(
+    proto: &TensorProto,
+    base_dir: Option<&Path>,
+) -> Result<Tensor, FrontendError> {
     let name = proto.name.clone().unwrap_or_default();
     let bad = |m: String| FrontendError::bad_tensor(&name, m);
     let code = proto.data_type.unwrap_or(0);
-    let dtype = DType::from_onnx_code(code).ok_or_else(|| bad(format!("data type {code} is not supported")))?;
+    let dtype = DType::from_onnx_code(code)
+        .ok_or_else(|| bad(format!("data type {code} is not supported")))?;
     let mut shape = Vec::with_capacity(proto.dims.len());
     for &d in &proto.dims {
-        shape.push(usize::try_from(d).map_err(|_| bad(format!("negative dimension {d} in {:?}", proto.dims)))?);
+        shape.push(
+            usize::try_from(d)
+                .map_err(|_| bad(format!("negative dimension {d} in {:?}", proto.dims)))?,
+        );
     }
     let count = shape
         .iter()
@@ -23,14 +30,21 @@ pub fn tensor_from_proto(proto: &TensorProto, base_dir: Option<&Path>) -> Result
     let result = if proto.data_location == Some(rtq_onnx_proto::DATA_LOCATION_EXTERNAL) {
         let bytes = read_external(proto, base_dir, &name)?;
         Tensor::from_le_bytes(dtype, shape, &bytes)
-    } else if let Some(raw) = proto.raw_data.as_ref().filter(|r| !r.is_empty() || count == 0) {
+    } else if let Some(raw) = proto
+        .raw_data
+        .as_ref()
+        .filter(|r| !r.is_empty() || count == 0)
+    {
         if dtype == DType::String {
             return Err(bad("string tensors cannot use raw_data".into()));
         }
         // Checked: a shape whose element count fits in usize can still overflow in bytes.
-        let needed = count
-            .checked_mul(dtype.size_of())
-            .ok_or_else(|| bad(format!("shape {:?} of {dtype} overflows in bytes", proto.dims)))?;
+        let needed = count.checked_mul(dtype.size_of()).ok_or_else(|| {
+            bad(format!(
+                "shape {:?} of {dtype} overflows in bytes",
+                proto.dims
+            ))
+        })?;
         if raw.len() != needed {
             return Err(bad(format!(
                 "raw_data has {} bytes, shape {:?} of {dtype} needs {needed}",
@@ -67,7 +81,11 @@ fn typed_fields(p: &TensorProto, dtype: DType) -> TensorData {
     }
 }
 
-fn read_external(p: &TensorProto, base_dir: Option<&Path>, name: &str) -> Result<Vec<u8>, FrontendError> {
+fn read_external(
+    p: &TensorProto,
+    base_dir: Option<&Path>,
+    name: &str,
+) -> Result<Vec<u8>, FrontendError> {
     let bad = |m: String| FrontendError::bad_tensor(name, m);
     let mut location = None;
     let mut offset = 0u64;
@@ -76,22 +94,45 @@ fn read_external(p: &TensorProto, base_dir: Option<&Path>, name: &str) -> Result
         let value = entry.value.clone().unwrap_or_default();
         match entry.key.as_deref() {
             Some("location") => location = Some(value),
-            Some("offset") => offset = value.parse().map_err(|_| bad(format!("bad external offset `{value}`")))?,
-            Some("length") => length = Some(value.parse::<u64>().map_err(|_| bad(format!("bad external length `{value}`")))?),
+            Some("offset") => {
+                offset = value
+                    .parse()
+                    .map_err(|_| bad(format!("bad external offset `{value}`")))?
+            }
+            Some("length") => {
+                length = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| bad(format!("bad external length `{value}`")))?,
+                )
+            }
             _ => {}
         }
     }
     let location = location.ok_or_else(|| bad("external data without a location".into()))?;
     let rel = Path::new(&location);
-    if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-        return Err(bad(format!("external data location `{location}` must stay inside the model's directory")));
+    if rel.is_absolute()
+        || rel
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Err(bad(format!(
+            "external data location `{location}` must stay inside the model's directory"
+        )));
     }
-    let base = base_dir.ok_or_else(|| bad(format!("external data `{location}` needs the model's directory (load the model from a file)")))?;
+    let base = base_dir.ok_or_else(|| {
+        bad(format!(
+            "external data `{location}` needs the model's directory (load the model from a file)"
+        ))
+    })?;
     let path = base.join(rel);
-    let bytes = std::fs::read(&path).map_err(|e| bad(format!("cannot read external data {}: {e}", path.display())))?;
+    let bytes = std::fs::read(&path)
+        .map_err(|e| bad(format!("cannot read external data {}: {e}", path.display())))?;
     let start = usize::try_from(offset).map_err(|_| bad("external offset too large".into()))?;
     let end = match length {
-        Some(len) => start.checked_add(len as usize).ok_or_else(|| bad("external length overflows".into()))?,
+        Some(len) => start
+            .checked_add(len as usize)
+            .ok_or_else(|| bad("external length overflows".into()))?,
         None => bytes.len(),
     };
     if start > end || end > bytes.len() {
@@ -121,10 +162,16 @@ mod tests {
     fn decodes_typed_and_raw_fields() {
         let mut p = proto(DType::F32, vec![2]);
         p.float_data = vec![1.5, -2.0];
-        assert_eq!(tensor_from_proto(&p, None).unwrap().as_f32().unwrap(), &[1.5, -2.0]);
+        assert_eq!(
+            tensor_from_proto(&p, None).unwrap().as_f32().unwrap(),
+            &[1.5, -2.0]
+        );
         let mut p = proto(DType::I64, vec![2]);
         p.raw_data = Some([7i64.to_le_bytes(), (-1i64).to_le_bytes()].concat());
-        assert_eq!(tensor_from_proto(&p, None).unwrap().as_i64().unwrap(), &[7, -1]);
+        assert_eq!(
+            tensor_from_proto(&p, None).unwrap().as_i64().unwrap(),
+            &[7, -1]
+        );
         let mut p = proto(DType::F16, vec![1]);
         p.int32_data = vec![half::f16::from_f32(0.5).to_bits() as i32];
         assert_eq!(tensor_from_proto(&p, None).unwrap().to_f32_vec(), vec![0.5]);
@@ -135,7 +182,10 @@ mod tests {
         let mut p = proto(DType::F32, vec![3]);
         p.raw_data = Some(vec![0; 8]);
         let err = tensor_from_proto(&p, None).unwrap_err().to_string();
-        assert!(err.contains("tensor `t`") && err.contains("8 bytes"), "{err}");
+        assert!(
+            err.contains("tensor `t`") && err.contains("8 bytes"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -146,13 +196,19 @@ mod tests {
         let mut p = proto(DType::F32, vec![(1i64 << 62) + 1]);
         p.raw_data = Some(vec![0; 4]);
         let err = tensor_from_proto(&p, None).unwrap_err().to_string();
-        assert!(err.contains("tensor `t`") && err.contains("overflows"), "{err}");
+        assert!(
+            err.contains("tensor `t`") && err.contains("overflows"),
+            "{err}"
+        );
     }
 
     #[test]
     fn reads_external_data() {
         let dir = tempfile::tempdir().unwrap();
-        let data: Vec<u8> = [0f32, 1.0, 2.0, 3.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let data: Vec<u8> = [0f32, 1.0, 2.0, 3.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         std::fs::write(dir.path().join("w.bin"), &data).unwrap();
         let mut p = proto(DType::F32, vec![2]);
         p.data_location = Some(rtq_onnx_proto::DATA_LOCATION_EXTERNAL);
@@ -160,7 +216,11 @@ mod tests {
             key: Some(k.into()),
             value: Some(v.into()),
         };
-        p.external_data = vec![kv("location", "w.bin"), kv("offset", "8"), kv("length", "8")];
+        p.external_data = vec![
+            kv("location", "w.bin"),
+            kv("offset", "8"),
+            kv("length", "8"),
+        ];
         let t = tensor_from_proto(&p, Some(dir.path())).unwrap();
         assert_eq!(t.as_f32().unwrap(), &[2.0, 3.0]);
         p.external_data = vec![kv("location", "../w.bin")];

@@ -3,7 +3,9 @@ use rtq_ir::{DType, Dim, Shape};
 use rtq_onnx_proto::{tensor_shape_proto::dimension, type_proto, ValueInfoProto};
 
 /// The element type and shape declared by a `ValueInfoProto`, when it is a tensor type.
-pub(crate) fn value_info_type(info: &ValueInfoProto) -> Result<(Option<DType>, Option<Shape>), FrontendError> {
+pub(crate) fn value_info_type(
+    info: &ValueInfoProto,
+) -> Result<(Option<DType>, Option<Shape>), FrontendError> {
     let name = info.name.clone().unwrap_or_default();
     let Some(tp) = info.r#type.as_ref() else {
         return Ok((None, None));
@@ -20,10 +22,9 @@ pub(crate) fn value_info_type(info: &ValueInfoProto) -> Result<(Option<DType>, O
     };
     let dtype = match tensor.elem_type {
         Some(0) | None => None,
-        Some(code) => Some(
-            DType::from_onnx_code(code)
-                .ok_or_else(|| FrontendError::bad_tensor(&name, format!("element type {code} is not supported")))?,
-        ),
+        Some(code) => Some(DType::from_onnx_code(code).ok_or_else(|| {
+            FrontendError::bad_tensor(&name, format!("element type {code} is not supported"))
+        })?),
     };
     let shape = tensor.shape.as_ref().map(|s| {
         s.dim

@@ -11,7 +11,10 @@ pub fn dump(graph: &Graph) -> String {
     let ty = |v: ValueId| {
         let value = graph.value(v);
         let dtype = value.dtype.map_or("?".to_string(), |d| d.to_string());
-        let shape = value.shape.as_deref().map_or("[?]".to_string(), format_shape);
+        let shape = value
+            .shape
+            .as_deref()
+            .map_or("[?]".to_string(), format_shape);
         format!("{dtype}{shape}")
     };
     for &i in &graph.inputs {

@@ -13,7 +13,8 @@ pub struct NodeFilter {
 impl NodeFilter {
     /// Whether `node` is selected.
     pub fn matches(&self, node: &Node) -> bool {
-        self.op_types.iter().any(|o| o == &node.op_type) || self.names.iter().any(|p| glob_match(p, &node.name))
+        self.op_types.iter().any(|o| o == &node.op_type)
+            || self.names.iter().any(|p| glob_match(p, &node.name))
     }
 
     /// Whether nothing is selected.
@@ -29,7 +30,10 @@ fn glob_match(pattern: &str, text: &str) -> bool {
         return pattern == text;
     }
     let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || !text[first.len()..].ends_with(last) || text.len() < first.len() + last.len() {
+    if !text.starts_with(first)
+        || !text[first.len()..].ends_with(last)
+        || text.len() < first.len() + last.len()
+    {
         return false;
     }
     let mut rest = &text[first.len()..text.len() - last.len()];

@@ -13,11 +13,36 @@ pub const FP16_MAX: f32 = 65504.0;
 /// normalisations whose variance overflows FP16), index/shape producing, or defined
 /// on float32 only.
 const KEEP_FP32_OPS: &[&str] = &[
-    "Exp", "Log", "Pow", "Sqrt", "Reciprocal", "Erf", "ReduceSum", "ReduceSumSquare", "ReduceL2",
-    "ReduceLogSumExp", "ReduceProd", "ReduceMean", "LayerNormalization", "InstanceNormalization",
-    "GroupNormalization", "LpNormalization", "CumSum", "Range", "TopK", "NonMaxSuppression",
-    "NonZero", "RoiAlign", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-    "Multinomial", "QuantizeLinear", "DequantizeLinear", "Einsum",
+    "Exp",
+    "Log",
+    "Pow",
+    "Sqrt",
+    "Reciprocal",
+    "Erf",
+    "ReduceSum",
+    "ReduceSumSquare",
+    "ReduceL2",
+    "ReduceLogSumExp",
+    "ReduceProd",
+    "ReduceMean",
+    "LayerNormalization",
+    "InstanceNormalization",
+    "GroupNormalization",
+    "LpNormalization",
+    "CumSum",
+    "Range",
+    "TopK",
+    "NonMaxSuppression",
+    "NonZero",
+    "RoiAlign",
+    "RandomNormal",
+    "RandomUniform",
+    "RandomNormalLike",
+    "RandomUniformLike",
+    "Multinomial",
+    "QuantizeLinear",
+    "DequantizeLinear",
+    "Einsum",
 ];
 
 /// Inputs that ONNX requires to stay float32 whatever the data type (op, slot).
@@ -88,7 +113,12 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
     let mut half_nodes: HashSet<NodeId> = HashSet::new();
     for &id in &order {
         let node = graph.node(id);
-        let touches_float = node.inputs.iter().flatten().chain(node.outputs.iter()).any(|&v| is_f32(graph, v))
+        let touches_float = node
+            .inputs
+            .iter()
+            .flatten()
+            .chain(node.outputs.iter())
+            .any(|&v| is_f32(graph, v))
             || (node.op_type == "Cast" && node.attr_int("to", 0) == DType::F32.onnx_code() as i64);
         if !touches_float {
             continue;
@@ -103,7 +133,12 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
                 opts.observed_absmax
                     .get(o)
                     .filter(|&&m| m > limit)
-                    .map(|m| format!("output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}", graph.value(*o).name))
+                    .map(|m| {
+                        format!(
+                            "output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
+                            graph.value(*o).name
+                        )
+                    })
             })
         };
         match reason {
@@ -122,7 +157,10 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         summary.fp16_nodes += 1;
         let node = graph.node(id).clone();
         if node.op_type == "Cast" && node.attr_int("to", 0) == DType::F32.onnx_code() as i64 {
-            graph.node_mut(id).attrs.insert("to".into(), Attr::Int(DType::F16.onnx_code() as i64));
+            graph
+                .node_mut(id)
+                .attrs
+                .insert("to".into(), Attr::Int(DType::F16.onnx_code() as i64));
         }
         for &o in &node.outputs {
             if is_f32(graph, o) {
@@ -143,7 +181,8 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
             if !matches!(dtype, Some(DType::F32) | Some(DType::F16)) {
                 continue;
             }
-            let slot_half = wants_half && !FLOAT32_ONLY_INPUTS.contains(&(node.op_type.as_str(), slot));
+            let slot_half =
+                wants_half && !FLOAT32_ONLY_INPUTS.contains(&(node.op_type.as_str(), slot));
             let target = if slot_half { DType::F16 } else { DType::F32 };
             if dtype == Some(target) {
                 continue;
@@ -191,11 +230,13 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
             summary.casts += 1;
             let fresh = graph.fresh_value_name(&format!("{name}_fp16"));
             graph.rename_value(out, &fresh).ok();
-            graph.rename_value(cast_out, &name).map_err(|e| QuantError::Node {
-                node: name.clone(),
-                op: "Cast".into(),
-                message: e.to_string(),
-            })?;
+            graph
+                .rename_value(cast_out, &name)
+                .map_err(|e| QuantError::Node {
+                    node: name.clone(),
+                    op: "Cast".into(),
+                    message: e.to_string(),
+                })?;
             graph.outputs[i] = cast_out;
         }
     }
@@ -206,10 +247,20 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
 fn insert_cast(graph: &mut Graph, v: ValueId, to: DType) -> ValueId {
     let name = graph.value(v).name.clone();
     let suffix = if to == DType::F16 { "fp16" } else { "fp32" };
-    let out = graph.add_value(&format!("{name}_to_{suffix}"), Some(to), graph.value(v).shape.clone());
+    let out = graph.add_value(
+        &format!("{name}_to_{suffix}"),
+        Some(to),
+        graph.value(v).shape.clone(),
+    );
     let mut attrs = BTreeMap::new();
     attrs.insert("to".to_string(), Attr::Int(to.onnx_code() as i64));
-    graph.add_node(&format!("{name}_cast_{suffix}"), "Cast", vec![Some(v)], vec![out], attrs);
+    graph.add_node(
+        &format!("{name}_cast_{suffix}"),
+        "Cast",
+        vec![Some(v)],
+        vec![out],
+        attrs,
+    );
     out
 }
 
@@ -234,7 +285,8 @@ fn to_half(t: &Tensor) -> (Tensor, usize, usize) {
             h
         })
         .collect();
-    let tensor = Tensor::new(t.shape().to_vec(), rtq_ir::TensorData::F16(halves)).expect("same shape");
+    let tensor =
+        Tensor::new(t.shape().to_vec(), rtq_ir::TensorData::F16(halves)).expect("same shape");
     (tensor, clamped, underflowed)
 }
 
@@ -250,7 +302,13 @@ mod tests {
         let x = g.add_input("x", DType::F32, shape.clone());
         let w = g.add_constant("w", Tensor::from_f32(vec![1, 1, 1, 1], vec![1e6]));
         let c = g.add_value("c", Some(DType::F32), Some(shape.clone()));
-        g.add_node("conv", "Conv", vec![Some(x), Some(w)], vec![c], BTreeMap::new());
+        g.add_node(
+            "conv",
+            "Conv",
+            vec![Some(x), Some(w)],
+            vec![c],
+            BTreeMap::new(),
+        );
         let e = g.add_value("e", Some(DType::F32), Some(shape.clone()));
         g.add_node("exp", "Exp", vec![Some(c)], vec![e], BTreeMap::new());
         let y = g.add_value("y", Some(DType::F32), Some(shape));
@@ -288,7 +346,13 @@ mod tests {
             ..Default::default()
         };
         let s = convert_fp16(&mut g, &opts).unwrap();
-        assert!(s.kept_fp32.iter().any(|(n, r)| n == "conv" && r.contains("FP16 guard")), "{:?}", s.kept_fp32);
+        assert!(
+            s.kept_fp32
+                .iter()
+                .any(|(n, r)| n == "conv" && r.contains("FP16 guard")),
+            "{:?}",
+            s.kept_fp32
+        );
         assert_eq!(g.value(c).dtype, Some(DType::F32));
     }
 }

@@ -128,7 +128,8 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
             continue;
         }
         if opts.exclude.matches(node) {
-            plan.skipped.push((node.name.clone(), "excluded by filter".into()));
+            plan.skipped
+                .push((node.name.clone(), "excluded by filter".into()));
             continue;
         }
         let mut edges: Vec<usize> = Vec::new();
@@ -154,7 +155,11 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
                             _ => None,
                         };
                         let axis = if opts.per_channel { axis } else { None };
-                        weights.push(WeightQuant { node: id, slot: 1, axis });
+                        weights.push(WeightQuant {
+                            node: id,
+                            slot: 1,
+                            axis,
+                        });
                     } else if is_float_activation(graph, w)? {
                         edges.push(1);
                     } else {
@@ -173,7 +178,11 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
                         (true, false) => edges.push(1),
                         (false, true) => edges.push(0),
                         // Both branches end in a weighted op: the one computed earlier is the skip branch.
-                        (true, true) => edges.push(if value_position(a) < value_position(b) { 0 } else { 1 }),
+                        (true, true) => edges.push(if value_position(a) < value_position(b) {
+                            0
+                        } else {
+                            1
+                        }),
                     }
                 }
                 _ => {
@@ -217,7 +226,9 @@ pub fn apply_int8(
     let mut dequantized: HashMap<ValueId, ValueId> = HashMap::new();
     for &v in &plan.activations {
         let name = graph.value(v).name.clone();
-        let amax = *ranges.get(&v).ok_or_else(|| QuantError::MissingRange(name.clone()))?;
+        let amax = *ranges
+            .get(&v)
+            .ok_or_else(|| QuantError::MissingRange(name.clone()))?;
         if !(amax.is_finite() && amax > 0.0) {
             return Err(QuantError::BadRange { tensor: name, amax });
         }
@@ -253,12 +264,18 @@ pub fn apply_int8(
 
     let mut weight_dq: HashMap<(ValueId, Option<usize>), ValueId> = HashMap::new();
     for wq in &plan.weights {
-        let w = graph.node(wq.node).input(wq.slot).expect("planned weight exists");
+        let w = graph
+            .node(wq.node)
+            .input(wq.slot)
+            .expect("planned weight exists");
         if let Some(&dq) = weight_dq.get(&(w, wq.axis)) {
             graph.node_mut(wq.node).inputs[wq.slot] = Some(dq);
             continue;
         }
-        let tensor = graph.constant(w).expect("planned weight is constant").clone();
+        let tensor = graph
+            .constant(w)
+            .expect("planned weight is constant")
+            .clone();
         let name = graph.value(w).name.clone();
         let data = tensor.as_f32().map_err(|e| QuantError::Node {
             node: graph.node(wq.node).name.clone(),
@@ -296,7 +313,10 @@ pub fn apply_int8(
         );
         let mut attrs = BTreeMap::new();
         if per_channel {
-            attrs.insert("axis".to_string(), Attr::Int(wq.axis.expect("per channel") as i64));
+            attrs.insert(
+                "axis".to_string(),
+                Attr::Int(wq.axis.expect("per channel") as i64),
+            );
         }
         graph.add_node(
             &format!("{name}_DequantizeLinear"),
@@ -324,18 +344,47 @@ mod tests {
     /// x -> Conv(w) -> Relu -> a ; a -> Conv(w2) -> b ; Add(b, a) -> y
     fn residual_graph() -> (Graph, ValueId, ValueId) {
         let mut g = Graph::new("g", 13);
-        let shape = Some(vec![Dim::Known(1), Dim::Known(2), Dim::Known(4), Dim::Known(4)]);
+        let shape = Some(vec![
+            Dim::Known(1),
+            Dim::Known(2),
+            Dim::Known(4),
+            Dim::Known(4),
+        ]);
         let x = g.add_input("x", DType::F32, shape.clone().unwrap());
-        let w = g.add_constant("w", Tensor::from_f32(vec![2, 2, 1, 1], vec![1.0, -2.0, 0.5, 0.25]));
-        let w2 = g.add_constant("w2", Tensor::from_f32(vec![2, 2, 1, 1], vec![0.1, 0.2, 0.3, 0.4]));
+        let w = g.add_constant(
+            "w",
+            Tensor::from_f32(vec![2, 2, 1, 1], vec![1.0, -2.0, 0.5, 0.25]),
+        );
+        let w2 = g.add_constant(
+            "w2",
+            Tensor::from_f32(vec![2, 2, 1, 1], vec![0.1, 0.2, 0.3, 0.4]),
+        );
         let c = g.add_value("c", Some(DType::F32), shape.clone());
-        g.add_node("conv1", "Conv", vec![Some(x), Some(w)], vec![c], BTreeMap::new());
+        g.add_node(
+            "conv1",
+            "Conv",
+            vec![Some(x), Some(w)],
+            vec![c],
+            BTreeMap::new(),
+        );
         let a = g.add_value("a", Some(DType::F32), shape.clone());
         g.add_node("relu", "Relu", vec![Some(c)], vec![a], BTreeMap::new());
         let b = g.add_value("b", Some(DType::F32), shape.clone());
-        g.add_node("conv2", "Conv", vec![Some(a), Some(w2)], vec![b], BTreeMap::new());
+        g.add_node(
+            "conv2",
+            "Conv",
+            vec![Some(a), Some(w2)],
+            vec![b],
+            BTreeMap::new(),
+        );
         let y = g.add_value("y", Some(DType::F32), shape);
-        g.add_node("add", "Add", vec![Some(b), Some(a)], vec![y], BTreeMap::new());
+        g.add_node(
+            "add",
+            "Add",
+            vec![Some(b), Some(a)],
+            vec![y],
+            BTreeMap::new(),
+        );
         g.outputs.push(y);
         (g, x, a)
     }
@@ -362,7 +411,10 @@ mod tests {
         assert_eq!(summary.activation_qdq, 2);
         assert_eq!(summary.weight_qdq, 2);
         rtq_ir::verify(&g).unwrap();
-        let q_count = g.nodes().filter(|(_, n)| n.op_type == "QuantizeLinear").count();
+        let q_count = g
+            .nodes()
+            .filter(|(_, n)| n.op_type == "QuantizeLinear")
+            .count();
         assert_eq!(q_count, 2, "one shared pair per activation");
         let wq = g.value_by_name("w_quantized").unwrap();
         let t = g.constant(wq).unwrap();
@@ -372,7 +424,9 @@ mod tests {
         assert_eq!(scale.as_f32().unwrap(), &[4.0 / 127.0]);
         // No Q/DQ on outputs of weighted ops: conv outputs feed their readers directly.
         let c = g.value_by_name("c").unwrap();
-        assert!(g.consumers()[c.index()].iter().all(|&(n, _)| g.node(n).op_type == "Relu"));
+        assert!(g.consumers()[c.index()]
+            .iter()
+            .all(|&(n, _)| g.node(n).op_type == "Relu"));
     }
 
     #[test]
@@ -388,9 +442,13 @@ mod tests {
         let plan = plan_int8(&g, &opts).unwrap();
         assert_eq!(plan.activations, vec![x]);
         assert_eq!(plan.skipped.len(), 2);
-        let err = apply_int8(&mut g, &plan, &HashMap::new()).unwrap_err().to_string();
+        let err = apply_int8(&mut g, &plan, &HashMap::new())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`x`"), "{err}");
-        let err = apply_int8(&mut g, &plan, &HashMap::from([(x, f32::NAN)])).unwrap_err().to_string();
+        let err = apply_int8(&mut g, &plan, &HashMap::from([(x, f32::NAN)]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a positive finite"), "{err}");
     }
 }

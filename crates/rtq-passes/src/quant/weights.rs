@@ -19,7 +19,13 @@ pub fn quantize_per_channel(data: &[f32], shape: &[usize], axis: usize) -> (Vec<
     }
     let scales: Vec<f32> = amax
         .iter()
-        .map(|&a| if a > 0.0 && a.is_finite() { a / 127.0 } else { 1.0 })
+        .map(|&a| {
+            if a > 0.0 && a.is_finite() {
+                a / 127.0
+            } else {
+                1.0
+            }
+        })
         .collect();
     let q = data
         .iter()
