@@ -119,10 +119,9 @@ fn pp_ocr_classifier_int8_agrees_with_fp32() {
     );
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x48x192", 24, 3);
-    // Entropy (KL) clips this MobileNetV3-style model's ReLU/HardSigmoid activations
-    // hard and loses accuracy (rtq reports it; onnxruntime confirms it); the 99.99th
-    // percentile keeps it. Both must agree between rtq's executor and onnxruntime.
-    for (method, min_cosine) in [("entropy", 0.3), ("percentile", 0.98)] {
+    // A MobileNetV3-style model with HardSigmoid/SE blocks: both calibrators must keep
+    // it close to FP32, and rtq's executor must agree with onnxruntime on the result.
+    for (method, min_cosine) in [("entropy", 0.95), ("percentile", 0.98)] {
         let out = tempfile::tempdir().unwrap();
         let report: serde_json::Value = serde_json::from_str(&rtq_ok(&[
             "compile",

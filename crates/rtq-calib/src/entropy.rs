@@ -116,10 +116,27 @@ pub fn kl_divergences(hist: &[u64], levels: usize) -> Vec<f64> {
     out
 }
 
+/// `hist` with its first bin (|x| near 0) levelled to the count of the second.
+///
+/// Post-ReLU tensors put up to half their values at exactly 0. In the candidate
+/// distribution Q that spike is spread over its whole merged group, so every wider
+/// threshold looks far worse than it is and the search collapses onto the narrowest
+/// candidate, clipping most of the range. NVIDIA's TensorRT-aligned calibrators
+/// (pytorch-quantization's `_compute_amax_entropy`) level the zero bin the same way
+/// before the search; the zero spike carries no information about the threshold.
+pub fn level_zero_bin(hist: &[u64]) -> Vec<u64> {
+    let mut levelled = hist.to_vec();
+    if levelled.len() > 1 {
+        levelled[0] = levelled[1];
+    }
+    levelled
+}
+
 /// The EntropyCalibration2 choice for `hist` (see the module docs), or `None`
-/// if `hist` is shorter than 128 bins or empty.
+/// if `hist` is shorter than 128 bins or empty. The zero bin is levelled first
+/// ([`level_zero_bin`]).
 pub fn entropy_threshold(hist: &[u64]) -> Option<EntropyChoice> {
-    let curve = kl_divergences(hist, INT8_LEVELS);
+    let curve = kl_divergences(&level_zero_bin(hist), INT8_LEVELS);
     let mut best: Option<EntropyChoice> = None;
     for (k, &d) in curve.iter().enumerate() {
         if best.is_none_or(|b| d < b.divergence) {

@@ -15,7 +15,8 @@ mod common;
 
 use common::Rng;
 use rtq_calib::{
-    entropy_threshold, kl_divergences, CalibOptions, EntropyCalibrator, RangeCollector, INT8_LEVELS,
+    entropy_threshold, kl_divergences, level_zero_bin, CalibOptions, EntropyCalibrator,
+    RangeCollector, INT8_LEVELS,
 };
 use std::path::Path;
 use std::process::Command;
@@ -75,7 +76,7 @@ fn check(dir: &Path, name: &str, batches: &[Vec<f32>]) {
     let width = hist.bin_width();
 
     let reference = run_reference(dir, name, counts, width);
-    let ours = kl_divergences(counts, INT8_LEVELS);
+    let ours = kl_divergences(&level_zero_bin(counts), INT8_LEVELS);
     assert_eq!(
         ours.len(),
         reference.divergences.len(),

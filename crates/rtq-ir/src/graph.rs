@@ -109,6 +109,8 @@ pub struct Graph {
     values: Vec<Value>,
     names: HashMap<String, ValueId>,
     node_names: HashSet<String>,
+    /// Last suffix handed out per base name, so repeated bases stay O(1).
+    suffixes: HashMap<String, usize>,
 }
 
 impl Graph {
@@ -123,7 +125,7 @@ impl Graph {
 
     /// Adds a value with a unique name derived from `name`.
     pub fn add_value(&mut self, name: &str, dtype: Option<DType>, shape: Option<Shape>) -> ValueId {
-        let name = self.fresh_value_name(name);
+        let name = self.claim_name(name, false);
         let id = ValueId(self.values.len() as u32);
         self.names.insert(name.clone(), id);
         self.values.push(Value {
@@ -161,7 +163,7 @@ impl Graph {
         attrs: BTreeMap<String, Attr>,
     ) -> NodeId {
         let id = NodeId(self.nodes.len() as u32);
-        let name = self.fresh_node_name(if name.is_empty() { op_type } else { name });
+        let name = self.claim_name(if name.is_empty() { op_type } else { name }, true);
         for (slot, &out) in outputs.iter().enumerate() {
             self.values[out.index()].producer = Some((id, slot));
         }
@@ -344,6 +346,31 @@ impl Graph {
         fresh(base, |n| self.node_names.contains(n))
     }
 
+    /// A free value (or node) name for `base`, resuming the suffix search where the
+    /// last one for this base stopped: importing many nodes that share a name stays linear.
+    fn claim_name(&mut self, base: &str, node: bool) -> String {
+        let taken = |g: &Graph, n: &str| {
+            if node {
+                g.node_names.contains(n)
+            } else {
+                g.names.contains_key(n)
+            }
+        };
+        if !taken(self, base) {
+            return base.to_string();
+        }
+        let key = format!("{}{base}", if node { "n:" } else { "v:" });
+        let mut i = self.suffixes.get(&key).copied().unwrap_or(0);
+        loop {
+            i += 1;
+            let candidate = format!("{base}_{i}");
+            if !taken(self, &candidate) {
+                self.suffixes.insert(key, i);
+                return candidate;
+            }
+        }
+    }
+
     /// Values that nodes or graph outputs read: every value that must be emitted.
     pub fn live_values(&self) -> HashSet<ValueId> {
         let mut live: HashSet<ValueId> = self.inputs.iter().copied().collect();
@@ -387,6 +414,15 @@ mod tests {
         assert_eq!(g.value(a).name, "y_1");
         let n = g.add_node("relu", "Relu", vec![Some(a)], vec![], BTreeMap::new());
         assert_eq!(g.node(n).name, "relu_1");
+    }
+
+    #[test]
+    fn many_equal_names_stay_fast_and_unique() {
+        let mut g = Graph::new("g", 13);
+        let ids: Vec<ValueId> = (0..20_000).map(|_| g.add_value("t", None, None)).collect();
+        let names: HashSet<&str> = ids.iter().map(|&v| g.value(v).name.as_str()).collect();
+        assert_eq!(names.len(), ids.len());
+        assert_eq!(g.value(ids[2]).name, "t_2");
     }
 
     #[test]

@@ -364,7 +364,7 @@ impl Tensor {
     /// Decodes little-endian `bytes` as `dtype` elements filling `shape`.
     pub fn from_le_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Result<Tensor> {
         let size = dtype.size_of();
-        if dtype == DType::String || bytes.len() % size != 0 {
+        if dtype == DType::String || !bytes.len().is_multiple_of(size) {
             return Err(IrError::ShapeMismatch {
                 name: String::new(),
                 len: bytes.len() / size.max(1),

@@ -56,6 +56,11 @@ def main():
     width = float(spec["bin_width"])
     if hist.size < LEVELS or hist.sum() == 0:
         raise SystemExit("histogram shorter than 128 bins or empty")
+    # Level the zero bin to its neighbour before the search (as NVIDIA's
+    # pytorch-quantization does): a ReLU's spike at exactly 0 says nothing about the
+    # threshold but would dominate the merged first group of Q.
+    if hist.size > 1:
+        hist[0] = hist[1]
     divs = [divergence(hist, i) for i in range(LEVELS, hist.size + 1)]
     best = int(np.argmin(divs))  # first minimum
     bins = LEVELS + best
