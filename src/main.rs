@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Optimize a model and emit FP32/FP16/INT8 ONNX, calibration cache and report.
-    Compile(commands::compile::CompileArgs),
+    Compile(Box<commands::compile::CompileArgs>),
     /// Summarise a model: interface, ops, weight bytes by precision.
     Inspect(commands::inspect::InspectArgs),
     /// Compare a model's outputs against a reference model on sample data.
@@ -37,7 +37,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Compile(args) => commands::compile::run(args),
+        Command::Compile(args) => commands::compile::run(*args),
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(args) => commands::bench::run(args),

@@ -52,17 +52,24 @@ pub fn parse_dims(text: &str) -> Result<Vec<usize>> {
 impl DataArgs {
     /// The loader options.
     pub fn to_options(&self) -> Result<DataOptions> {
-        let mut opts = DataOptions::default();
-        opts.input_shape = self.input_shape.as_deref().map(parse_dims).transpose()?;
-        if !self.mean.is_empty() {
-            opts.mean = self.mean.clone();
+        if self.std.iter().any(|&s| s <= 0.0 || !s.is_finite()) {
+            bail!("--std values must be positive");
         }
-        if !self.std.is_empty() {
-            if self.std.iter().any(|&s| s <= 0.0 || !s.is_finite()) {
-                bail!("--std values must be positive");
-            }
-            opts.std = self.std.clone();
-        }
+        let defaults = DataOptions::default();
+        let mut opts = DataOptions {
+            input_shape: self.input_shape.as_deref().map(parse_dims).transpose()?,
+            mean: if self.mean.is_empty() {
+                defaults.mean.clone()
+            } else {
+                self.mean.clone()
+            },
+            std: if self.std.is_empty() {
+                defaults.std.clone()
+            } else {
+                self.std.clone()
+            },
+            ..defaults
+        };
         opts.layout = match self.layout {
             LayoutArg::Nchw => Layout::Nchw,
             LayoutArg::Nhwc => Layout::Nhwc,

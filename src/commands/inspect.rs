@@ -5,7 +5,7 @@ use clap::Args;
 use rtq_ir::{format_shape, Graph};
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Arguments of `rtq inspect`.
 #[derive(Debug, Args)]
@@ -73,7 +73,7 @@ pub fn weight_bytes(graph: &Graph) -> BTreeMap<String, usize> {
 }
 
 /// Summarises the model at `path`.
-pub fn inspect(path: &PathBuf, baseline: Option<&PathBuf>) -> Result<Inspection> {
+pub fn inspect(path: &Path, baseline: Option<&Path>) -> Result<Inspection> {
     let graph =
         rtq_frontend::load_model(path).with_context(|| format!("loading {}", path.display()))?;
     let mut ops: BTreeMap<String, usize> = BTreeMap::new();
@@ -120,7 +120,7 @@ pub fn inspect(path: &PathBuf, baseline: Option<&PathBuf>) -> Result<Inspection>
 
 /// Runs `rtq inspect`.
 pub fn run(args: InspectArgs) -> Result<()> {
-    let report = inspect(&args.model, args.baseline.as_ref())?;
+    let report = inspect(&args.model, args.baseline.as_deref())?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
