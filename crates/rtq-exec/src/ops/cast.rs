@@ -1,0 +1,229 @@
+//! Cast and CastLike. Float to integer truncates toward zero (saturating, NaN to 0),
+//! integer to integer wraps like a C cast, anything to bool tests for non-zero, and
+//! float narrowing (e.g. to f16) rounds to nearest even. Strings parse and format.
+
+use crate::ctx::OpCtx;
+use crate::float::{f32_view, from_f32};
+use crate::registry::Kernel;
+use crate::ExecError;
+use half::{bf16, f16};
+use rtq_ir::{DType, Tensor, TensorData};
+
+/// Cast kernels by op type.
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Cast", cast), ("CastLike", cast_like)];
+
+/// Formats element `i` of numeric storage as ONNX string casts do.
+fn format_elem(d: &TensorData, i: usize) -> Vec<u8> {
+    let s = match d {
+        TensorData::Bool(v) => (v[i] as u8).to_string(),
+        d if d.dtype().is_float() => {
+            let f = d.get_f64(i);
+            if f.is_nan() {
+                "NaN".to_string()
+            } else if f.is_infinite() {
+                if f > 0.0 { "INF" } else { "-INF" }.to_string()
+            } else {
+                format!("{f}")
+            }
+        }
+        TensorData::U64(v) => v[i].to_string(),
+        d => d.get_i64(i).to_string(),
+    };
+    s.into_bytes()
+}
+
+/// Parses one string element as a number.
+fn parse_elem(ctx: &OpCtx<'_>, s: &[u8]) -> Result<f64, ExecError> {
+    let text = String::from_utf8_lossy(s);
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    match lower.as_str() {
+        "nan" => return Ok(f64::NAN),
+        "inf" | "+inf" | "infinity" => return Ok(f64::INFINITY),
+        "-inf" | "-infinity" => return Ok(f64::NEG_INFINITY),
+        "true" => return Ok(1.0),
+        "false" => return Ok(0.0),
+        _ => {}
+    }
+    t.parse::<f64>()
+        .map_err(|_| ctx.err(format!("cannot parse {t:?} as a number")))
+}
+
+macro_rules! from_ints {
+    ($d:expr, $n:expr, $t:ty) => {
+        (0..$n).map(|i| $d.get_i64(i) as $t).collect()
+    };
+}
+
+macro_rules! from_floats {
+    ($d:expr, $n:expr, $t:ty) => {
+        (0..$n).map(|i| $d.get_f64(i) as $t).collect()
+    };
+}
+
+/// `d` converted to `to`.
+pub(crate) fn cast_data(ctx: &OpCtx<'_>, t: &Tensor, to: DType) -> Result<TensorData, ExecError> {
+    let d = t.data();
+    let from = d.dtype();
+    let n = d.len();
+    if from == to {
+        return Ok(d.clone());
+    }
+    if let TensorData::String(v) = d {
+        let nums: Vec<f64> = v
+            .iter()
+            .map(|s| parse_elem(ctx, s))
+            .collect::<Result<_, _>>()?;
+        let as_f64 = Tensor::new(t.shape().to_vec(), TensorData::F64(nums))
+            .map_err(|e| ctx.err(e.to_string()))?;
+        return cast_data(ctx, &as_f64, to);
+    }
+    if to == DType::String {
+        return Ok(TensorData::String(
+            (0..n).map(|i| format_elem(d, i)).collect(),
+        ));
+    }
+    if from.is_float() && matches!(to, DType::F32 | DType::F16 | DType::BF16) && from != DType::F64
+    {
+        let v = f32_view(t).ok_or_else(|| ctx.err("float input could not be read"))?;
+        return Ok(from_f32(to, v.into_owned()));
+    }
+    let int_source = !from.is_float();
+    Ok(match to {
+        DType::Bool => TensorData::Bool((0..n).map(|i| d.get_f64(i) != 0.0).collect()),
+        DType::F32 => TensorData::F32(match d {
+            TensorData::I64(v) => v.iter().map(|&x| x as f32).collect(),
+            TensorData::U64(v) => v.iter().map(|&x| x as f32).collect(),
+            _ => from_floats!(d, n, f32),
+        }),
+        DType::F64 => TensorData::F64(from_floats!(d, n, f64)),
+        DType::F16 => TensorData::F16((0..n).map(|i| f16::from_f64(d.get_f64(i))).collect()),
+        DType::BF16 => TensorData::BF16((0..n).map(|i| bf16::from_f64(d.get_f64(i))).collect()),
+        DType::I8 if int_source => TensorData::I8(from_ints!(d, n, i8)),
+        DType::U8 if int_source => TensorData::U8(from_ints!(d, n, u8)),
+        DType::I16 if int_source => TensorData::I16(from_ints!(d, n, i16)),
+        DType::U16 if int_source => TensorData::U16(from_ints!(d, n, u16)),
+        DType::I32 if int_source => TensorData::I32(from_ints!(d, n, i32)),
+        DType::U32 if int_source => TensorData::U32(from_ints!(d, n, u32)),
+        DType::I64 if int_source => TensorData::I64(from_ints!(d, n, i64)),
+        DType::U64 if int_source => TensorData::U64(from_ints!(d, n, u64)),
+        DType::I8 => TensorData::I8(from_floats!(d, n, i8)),
+        DType::U8 => TensorData::U8(from_floats!(d, n, u8)),
+        DType::I16 => TensorData::I16(from_floats!(d, n, i16)),
+        DType::U16 => TensorData::U16(from_floats!(d, n, u16)),
+        DType::I32 => TensorData::I32(from_floats!(d, n, i32)),
+        DType::U32 => TensorData::U32(from_floats!(d, n, u32)),
+        DType::I64 => TensorData::I64(from_floats!(d, n, i64)),
+        DType::U64 => TensorData::U64(from_floats!(d, n, u64)),
+        DType::String => unreachable!("handled above"),
+    })
+}
+
+fn cast(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    let code = ctx
+        .attr("to")
+        .and_then(|a| a.as_int())
+        .ok_or_else(|| ctx.err("attribute `to` is required"))?;
+    let to = i32::try_from(code)
+        .ok()
+        .and_then(DType::from_onnx_code)
+        .ok_or_else(|| ctx.err(format!("unsupported target type code {code}")))?;
+    let data = cast_data(ctx, x, to)?;
+    Ok(vec![ctx.tensor(x.shape().to_vec(), data)?])
+}
+
+fn cast_like(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    let to = ctx.input(1)?.dtype();
+    let data = cast_data(ctx, x, to)?;
+    Ok(vec![ctx.tensor(x.shape().to_vec(), data)?])
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval_node;
+    use half::f16;
+    use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
+    use std::collections::BTreeMap;
+
+    fn cast(x: &Tensor, to: DType) -> Result<Tensor, String> {
+        let mut attrs = BTreeMap::new();
+        attrs.insert("to".to_string(), Attr::Int(to.onnx_code() as i64));
+        let n = Node {
+            name: "cast".into(),
+            op_type: "Cast".into(),
+            domain: String::new(),
+            inputs: vec![],
+            outputs: vec![ValueId(0)],
+            attrs,
+        };
+        eval_node(&n, &[Some(x)])
+            .map(|mut v| v.remove(0))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn float_to_int_truncates_and_saturates() {
+        let x = Tensor::from_f32(vec![5], vec![1.9, -1.9, 300.0, f32::NAN, -1e10]);
+        let y = cast(&x, DType::I64).unwrap();
+        assert_eq!(y.as_i64().unwrap(), &[1, -1, 300, 0, -10_000_000_000]);
+        let y = cast(&x, DType::U8).unwrap();
+        assert_eq!(y.data(), &TensorData::U8(vec![1, 0, 255, 0, 0]));
+    }
+
+    #[test]
+    fn int_to_int_wraps_and_bool_tests_nonzero() {
+        let x = Tensor::from_i64(vec![3], vec![257, -1, 0]);
+        assert_eq!(
+            cast(&x, DType::U8).unwrap().data(),
+            &TensorData::U8(vec![1, 255, 0])
+        );
+        assert_eq!(
+            cast(&x, DType::Bool).unwrap().data(),
+            &TensorData::Bool(vec![true, true, false])
+        );
+        let big = Tensor::from_i64(vec![1], vec![(1 << 53) + 1]);
+        assert_eq!(
+            cast(&big, DType::I32).unwrap().data(),
+            &TensorData::I32(vec![1])
+        );
+    }
+
+    #[test]
+    fn f32_to_f16_rounds_to_nearest_even() {
+        let x = Tensor::from_f32(vec![3], vec![1.0 + 1.0 / 2048.0, 65504.0, 1e6]);
+        let y = cast(&x, DType::F16).unwrap();
+        let v: Vec<f32> = match y.data() {
+            TensorData::F16(v) => v.iter().map(|h| h.to_f32()).collect(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(v[0], 1.0);
+        assert_eq!(v[1], 65504.0);
+        assert!(v[2].is_infinite());
+        let back = cast(&y, DType::F32).unwrap();
+        assert_eq!(back.as_f32().unwrap()[1], 65504.0);
+        assert_eq!(f16::from_f32(1.0).to_f32(), back.as_f32().unwrap()[0]);
+    }
+
+    #[test]
+    fn strings_parse_and_format() {
+        let s = Tensor::new(
+            vec![2],
+            TensorData::String(vec![b"1.5".to_vec(), b"-3".to_vec()]),
+        )
+        .unwrap();
+        assert_eq!(
+            cast(&s, DType::F32).unwrap().as_f32().unwrap(),
+            &[1.5, -3.0]
+        );
+        assert_eq!(cast(&s, DType::I64).unwrap().as_i64().unwrap(), &[1, -3]);
+        let bad = Tensor::new(vec![1], TensorData::String(vec![b"abc".to_vec()])).unwrap();
+        assert!(cast(&bad, DType::F32).unwrap_err().contains("cannot parse"));
+        let x = Tensor::from_i64(vec![1], vec![42]);
+        assert_eq!(
+            cast(&x, DType::String).unwrap().data(),
+            &TensorData::String(vec![b"42".to_vec()])
+        );
+    }
+}

@@ -1,0 +1,515 @@
+//! Conv (1-D, 2-D and 3-D; groups, dilations, strides, pads, auto_pad, optional bias).
+//!
+//! Depthwise convolutions (one input channel per group) run a direct kernel over
+//! output planes in parallel; the others use im2col (skipped for plain 1x1) followed by
+//! SGEMM, tiling the output positions so the column buffer stays bounded.
+
+use rayon::prelude::*;
+
+use crate::ctx::OpCtx;
+use crate::float::tensor_from_f32;
+use crate::gemm::{sgemm, Mat};
+use crate::ops::window::{valid_taps, Window};
+use crate::par;
+use crate::registry::Kernel;
+use crate::ExecError;
+use rtq_ir::Tensor;
+
+/// Conv kernels by op type.
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
+
+/// Elements the im2col buffer may hold (16 MiB of f32).
+const COL_BUDGET: usize = 1 << 22;
+/// Smallest output tile when the buffer budget forces tiling.
+const MIN_TILE: usize = 256;
+/// SGEMM problems below this size (m*k + k*n) run single-threaded in matrixmultiply, so
+/// independent ones are spread over rayon instead.
+const SMALL_GEMM: usize = 1 << 15;
+
+/// The resolved problem of one convolution.
+pub(crate) struct ConvProblem {
+    /// Batch size.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Output channels.
+    pub m: usize,
+    /// Groups.
+    pub group: usize,
+    /// Spatial window.
+    pub win: Window,
+}
+
+fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    let w = ctx.input(1)?;
+    let dtype = ctx.float_dtype(0)?;
+    if x.rank() < 3 || w.rank() != x.rank() {
+        return Err(ctx.err(format!(
+            "X of shape {:?} and W of shape {:?} must have the same rank, at least 3",
+            x.shape(),
+            w.shape()
+        )));
+    }
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let (m, cg) = (w.shape()[0], w.shape()[1]);
+    let group = ctx.attr_int("group", 1)?;
+    if group < 1 {
+        return Err(ctx.err(format!("group must be positive, got {group}")));
+    }
+    let group = group as usize;
+    if c % group != 0 || c / group != cg || m % group != 0 {
+        return Err(ctx.err(format!(
+            "X has {c} channels and W shape {:?}: incompatible with group={group}",
+            w.shape()
+        )));
+    }
+    if let Some(ks) = ctx.attr_ints("kernel_shape")? {
+        let declared: Vec<i64> = w.shape()[2..].iter().map(|&d| d as i64).collect();
+        if !ks.is_empty() && ks != declared {
+            return Err(ctx.err(format!(
+                "kernel_shape {ks:?} does not match W's spatial shape {declared:?}"
+            )));
+        }
+    }
+    let win = Window::resolve(ctx, &x.shape()[2..], &w.shape()[2..], true, false)?;
+    let xs = ctx.float_input(0)?;
+    let ws = ctx.float_input(1)?;
+    let bias = ctx.opt_float_input(2)?;
+    if let Some(b) = &bias {
+        if b.len() != m {
+            return Err(ctx.err(format!("bias has {} elements, expected {m}", b.len())));
+        }
+    }
+    let problem = ConvProblem {
+        n,
+        c,
+        m,
+        group,
+        win,
+    };
+    let mut out = vec![0.0f32; n * m * problem.win.output_size()];
+    conv_f32(&xs, &ws, bias.as_deref(), &problem, &mut out);
+    let mut shape = vec![n, m];
+    shape.extend(problem.win.output_dims());
+    Ok(vec![tensor_from_f32(dtype, shape, out)])
+}
+
+/// Computes a convolution in f32 into `out` (`n * m * output_size` elements).
+pub(crate) fn conv_f32(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    p: &ConvProblem,
+    out: &mut [f32],
+) {
+    let cg = p.c / p.group;
+    if out.is_empty() {
+        return;
+    }
+    if cg == 1 {
+        depthwise(x, w, bias, p, out);
+        return;
+    }
+    let mg = p.m / p.group;
+    let win = &p.win;
+    let (in_sp, out_sp) = (win.input_size(), win.output_size());
+    let kg = cg * win.kernel_size();
+    let pointwise = win.is_pointwise();
+    let tile = if pointwise || kg * out_sp <= COL_BUDGET {
+        out_sp
+    } else {
+        (COL_BUDGET / kg).max(MIN_TILE).min(out_sp)
+    };
+    let tasks = p.n * p.group;
+    // One task: image `ni`, group `g`, writing its `mg x out_sp` block of `out`.
+    let task = |t: usize, block: &mut [f32], col: &mut Vec<f32>, nested: bool| {
+        let (ni, g) = (t / p.group, t % p.group);
+        let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
+        let wg = Mat::row_major(&w[g * mg * kg..][..mg * kg], mg, kg);
+        let beta = match bias {
+            Some(b) => {
+                for (r, row) in block.chunks_mut(out_sp).enumerate() {
+                    row.fill(b[g * mg + r]);
+                }
+                1.0
+            }
+            None => 0.0,
+        };
+        if pointwise {
+            sgemm(1.0, wg, Mat::row_major(xg, cg, out_sp), beta, block, out_sp);
+            return;
+        }
+        col.resize(kg * tile, 0.0);
+        let mut p0 = 0;
+        while p0 < out_sp {
+            let tp = tile.min(out_sp - p0);
+            let buf = &mut col[..kg * tp];
+            im2col(xg, win, p0, tp, buf, nested);
+            sgemm(
+                1.0,
+                wg,
+                Mat::row_major(buf, kg, tp),
+                beta,
+                &mut block[p0..],
+                out_sp,
+            );
+            p0 += tp;
+        }
+    };
+    let block_len = mg * out_sp;
+    if tasks > 1 && mg * kg + kg * tile < SMALL_GEMM {
+        out.par_chunks_mut(block_len)
+            .enumerate()
+            .for_each_init(Vec::new, |col, (t, block)| task(t, block, col, false));
+    } else {
+        let mut col = Vec::new();
+        for (t, block) in out.chunks_mut(block_len).enumerate() {
+            task(t, block, &mut col, true);
+        }
+    }
+}
+
+/// Fills `col` (`kg x tp`, row-major) with the input patches of output positions
+/// `p0..p0 + tp`: row `(ci, kz, ky, kx)` holds, for each position, the input element
+/// under that kernel tap (0 in the padding).
+fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], parallel: bool) {
+    let [_, kh, kw] = win.kernel;
+    let [id, ih, iw] = win.input;
+    let [_, oh, ow] = win.output;
+    let ksz = win.kernel_size();
+    let in_sp = id * ih * iw;
+    let work = if parallel { col.len() } else { 0 };
+    par::chunks_mut(col, tp, work, |r, dst| {
+        let (ci, kidx) = (r / ksz, r % ksz);
+        let (kz, ky, kx) = (kidx / (kh * kw), (kidx / kw) % kh, kidx % kw);
+        let xc = &xg[ci * in_sp..][..in_sp];
+        let off_x = (kx * win.dilation[2]) as isize - win.pad_begin[2] as isize;
+        let (ox_lo, ox_hi) = valid_taps(off_x, win.stride[2], ow, iw as isize);
+        let sw = win.stride[2];
+        let mut pos = p0;
+        let mut i = 0;
+        while i < tp {
+            let (od, rem) = (pos / (oh * ow), pos % (oh * ow));
+            let (oy, ox) = (rem / ow, rem % ow);
+            let run = (ow - ox).min(tp - i);
+            let out = &mut dst[i..i + run];
+            let iz =
+                (od * win.stride[0] + kz * win.dilation[0]) as isize - win.pad_begin[0] as isize;
+            let iy =
+                (oy * win.stride[1] + ky * win.dilation[1]) as isize - win.pad_begin[1] as isize;
+            if iz < 0 || iz >= id as isize || iy < 0 || iy >= ih as isize {
+                out.fill(0.0);
+            } else {
+                let src = &xc[(iz as usize * ih + iy as usize) * iw..][..iw];
+                let lo = ox_lo.clamp(ox, ox + run) - ox;
+                let hi = ox_hi.clamp(ox, ox + run) - ox;
+                out[..lo].fill(0.0);
+                out[hi..].fill(0.0);
+                if lo < hi {
+                    let first = ((ox + lo) * sw) as isize + off_x;
+                    let first = first as usize;
+                    if sw == 1 {
+                        out[lo..hi].copy_from_slice(&src[first..first + (hi - lo)]);
+                    } else {
+                        for (j, o) in out[lo..hi].iter_mut().enumerate() {
+                            *o = src[first + j * sw];
+                        }
+                    }
+                }
+            }
+            i += run;
+            pos += run;
+        }
+    });
+}
+
+/// Direct convolution when every group has one input channel (depthwise and
+/// channel-multiplier convolutions): each output plane reads one input plane.
+fn depthwise(x: &[f32], w: &[f32], bias: Option<&[f32]>, p: &ConvProblem, out: &mut [f32]) {
+    let win = &p.win;
+    let (in_sp, out_sp, ksz) = (win.input_size(), win.output_size(), win.kernel_size());
+    let mult = p.m / p.group;
+    let [_, kh, kw] = win.kernel;
+    let [_, ih, iw] = win.input;
+    let [od_n, oh_n, ow_n] = win.output;
+    let work = out.len() * ksz;
+    par::chunks_mut(out, out_sp, work, |plane, dst| {
+        let (ni, mo) = (plane / p.m, plane % p.m);
+        let ci = mo / mult;
+        let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
+        let wk = &w[mo * ksz..][..ksz];
+        dst.fill(bias.map_or(0.0, |b| b[mo]));
+        for od in 0..od_n {
+            let (sz, z_lo, z_hi) = win.taps(0, od);
+            for oy in 0..oh_n {
+                let (sy, y_lo, y_hi) = win.taps(1, oy);
+                let row = &mut dst[(od * oh_n + oy) * ow_n..][..ow_n];
+                for kz in z_lo..z_hi {
+                    let iz = (sz + (kz * win.dilation[0]) as isize) as usize;
+                    for ky in y_lo..y_hi {
+                        let iy = (sy + (ky * win.dilation[1]) as isize) as usize;
+                        let src = &xp[(iz * ih + iy) * iw..][..iw];
+                        for kx in 0..kw {
+                            let wv = wk[(kz * kh + ky) * kw + kx];
+                            let off = (kx * win.dilation[2]) as isize - win.pad_begin[2] as isize;
+                            let (lo, hi) = valid_taps(off, win.stride[2], ow_n, iw as isize);
+                            let sw = win.stride[2];
+                            if sw == 1 {
+                                let first = (lo as isize + off) as usize;
+                                let s = &src[first..first + (hi - lo)];
+                                for (o, &v) in row[lo..hi].iter_mut().zip(s) {
+                                    *o += wv * v;
+                                }
+                            } else {
+                                for (ox, o) in row.iter_mut().enumerate().take(hi).skip(lo) {
+                                    let ix = ((ox * sw) as isize + off) as usize;
+                                    *o += wv * src[ix];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval_node;
+    use half::f16;
+    use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
+    use std::collections::BTreeMap;
+
+    fn node(attrs: &[(&str, Attr)]) -> Node {
+        Node {
+            name: "conv".into(),
+            op_type: "Conv".into(),
+            domain: String::new(),
+            inputs: vec![],
+            outputs: vec![ValueId(0)],
+            attrs: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn run(attrs: &[(&str, Attr)], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
+        eval_node(&node(attrs), &[Some(x), Some(w), b])
+            .unwrap()
+            .remove(0)
+    }
+
+    /// Straightforward 2-D convolution used as an oracle.
+    #[allow(clippy::too_many_arguments)]
+    fn naive(
+        x: &[f32],
+        xs: [usize; 4],
+        w: &[f32],
+        ws: [usize; 4],
+        group: usize,
+        stride: [usize; 2],
+        dil: [usize; 2],
+        pads: [usize; 4],
+    ) -> (Vec<usize>, Vec<f32>) {
+        let [n, c, h, wd] = xs;
+        let [m, cg, kh, kw] = ws;
+        let oh = (h + pads[0] + pads[2] - ((kh - 1) * dil[0] + 1)) / stride[0] + 1;
+        let ow = (wd + pads[1] + pads[3] - ((kw - 1) * dil[1] + 1)) / stride[1] + 1;
+        let mg = m / group;
+        let mut out = vec![0.0; n * m * oh * ow];
+        for ni in 0..n {
+            for mo in 0..m {
+                let g = mo / mg;
+                for y in 0..oh {
+                    for xx in 0..ow {
+                        let mut acc = 0.0;
+                        for ci in 0..cg {
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy =
+                                        (y * stride[0] + ky * dil[0]) as isize - pads[0] as isize;
+                                    let ix =
+                                        (xx * stride[1] + kx * dil[1]) as isize - pads[1] as isize;
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= wd as isize {
+                                        continue;
+                                    }
+                                    let xv = x[((ni * c + g * cg + ci) * h + iy as usize) * wd
+                                        + ix as usize];
+                                    let wv = w[((mo * cg + ci) * kh + ky) * kw + kx];
+                                    acc += xv * wv;
+                                }
+                            }
+                        }
+                        out[((ni * m + mo) * oh + y) * ow + xx] = acc;
+                    }
+                }
+            }
+        }
+        (vec![n, m, oh, ow], out)
+    }
+
+    fn seq(n: usize, scale: f32) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7 % 11) as f32 - 5.0) * scale)
+            .collect()
+    }
+
+    #[test]
+    fn hand_computed_3x3_with_padding_and_bias() {
+        // 1x1x3x3 input 1..9, all-ones 3x3 kernel, pad 1, bias 1.
+        let x = Tensor::from_f32(vec![1, 1, 3, 3], (1..=9).map(|v| v as f32).collect());
+        let w = Tensor::from_f32(vec![1, 1, 3, 3], vec![1.0; 9]);
+        let b = Tensor::from_f32(vec![1], vec![1.0]);
+        let y = run(&[("pads", Attr::Ints(vec![1, 1, 1, 1]))], &x, &w, Some(&b));
+        assert_eq!(y.shape(), &[1, 1, 3, 3]);
+        assert_eq!(
+            y.as_f32().unwrap(),
+            &[13.0, 22.0, 17.0, 28.0, 46.0, 34.0, 25.0, 40.0, 29.0]
+        );
+        // Stride 2 picks the corners.
+        let y = run(
+            &[
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                ("strides", Attr::Ints(vec![2, 2])),
+            ],
+            &x,
+            &w,
+            None,
+        );
+        assert_eq!(y.as_f32().unwrap(), &[12.0, 16.0, 24.0, 28.0]);
+    }
+
+    #[test]
+    fn matches_oracle_for_groups_dilations_strides_and_pads() {
+        type Case = (
+            [usize; 4],
+            [usize; 4],
+            usize,
+            [usize; 2],
+            [usize; 2],
+            [usize; 4],
+        );
+        let cases: &[Case] = &[
+            ([2, 4, 7, 6], [6, 2, 3, 3], 2, [1, 1], [1, 1], [1, 1, 1, 1]),
+            ([1, 3, 9, 8], [4, 3, 3, 2], 1, [2, 3], [2, 1], [2, 0, 1, 1]),
+            ([1, 4, 6, 6], [8, 1, 3, 3], 4, [2, 2], [1, 1], [1, 1, 0, 0]), // depthwise x2
+            ([2, 6, 5, 5], [6, 1, 3, 3], 6, [1, 1], [2, 2], [2, 2, 2, 2]), // dilated depthwise
+            ([1, 8, 4, 4], [4, 8, 1, 1], 1, [1, 1], [1, 1], [0, 0, 0, 0]), // pointwise
+            ([1, 8, 5, 5], [4, 8, 1, 1], 1, [2, 2], [1, 1], [0, 0, 0, 0]), // strided 1x1
+        ];
+        for &(xs, ws, group, stride, dil, pads) in cases {
+            let x = seq(xs.iter().product(), 0.1);
+            let w = seq(ws.iter().product(), 0.05);
+            let (shape, want) = naive(&x, xs, &w, ws, group, stride, dil, pads);
+            let y = run(
+                &[
+                    ("group", Attr::Int(group as i64)),
+                    (
+                        "strides",
+                        Attr::Ints(stride.iter().map(|&v| v as i64).collect()),
+                    ),
+                    (
+                        "dilations",
+                        Attr::Ints(dil.iter().map(|&v| v as i64).collect()),
+                    ),
+                    ("pads", Attr::Ints(pads.iter().map(|&v| v as i64).collect())),
+                ],
+                &Tensor::from_f32(xs.to_vec(), x),
+                &Tensor::from_f32(ws.to_vec(), w),
+                None,
+            );
+            assert_eq!(y.shape(), &shape[..], "{xs:?} {ws:?}");
+            for (a, b) in y.as_f32().unwrap().iter().zip(&want) {
+                assert!((a - b).abs() < 1e-4, "{xs:?} {ws:?}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_d_and_three_d() {
+        // 1-D: x = [1,2,3,4], w = [1,-1], stride 1 -> differences.
+        let x = Tensor::from_f32(vec![1, 1, 4], vec![1.0, 2.0, 4.0, 8.0]);
+        let w = Tensor::from_f32(vec![1, 1, 2], vec![1.0, -1.0]);
+        assert_eq!(
+            run(&[], &x, &w, None).as_f32().unwrap(),
+            &[-1.0, -2.0, -4.0]
+        );
+        // 3-D: 2x2x2 ones kernel over 2x2x3 input sums windows.
+        let x = Tensor::from_f32(vec![1, 1, 2, 2, 3], (0..12).map(|v| v as f32).collect());
+        let w = Tensor::from_f32(vec![1, 1, 2, 2, 2], vec![1.0; 8]);
+        let y = run(&[], &x, &w, None);
+        assert_eq!(y.shape(), &[1, 1, 1, 1, 2]);
+        // window at x=0: 0+1+3+4+6+7+9+10 = 40 ; x=1: 48
+        assert_eq!(y.as_f32().unwrap(), &[40.0, 48.0]);
+    }
+
+    #[test]
+    fn auto_pad_same_keeps_extent() {
+        let x = Tensor::from_f32(vec![1, 1, 5, 5], vec![1.0; 25]);
+        let w = Tensor::from_f32(vec![1, 1, 3, 3], vec![1.0; 9]);
+        let y = run(
+            &[("auto_pad", Attr::String("SAME_UPPER".into()))],
+            &x,
+            &w,
+            None,
+        );
+        assert_eq!(y.shape(), &[1, 1, 5, 5]);
+        assert_eq!(y.as_f32().unwrap()[0], 4.0);
+        assert_eq!(y.as_f32().unwrap()[12], 9.0);
+    }
+
+    #[test]
+    fn tiled_im2col_matches_untiled() {
+        // Large enough that the column buffer is tiled: kg = 64*9 = 576, out 96*96.
+        let xs = [1, 64, 96, 96];
+        let ws = [2, 64, 3, 3];
+        let x = seq(xs.iter().product(), 0.01);
+        let w = seq(ws.iter().product(), 0.01);
+        let (_, want) = naive(&x, xs, &w, ws, 1, [1, 1], [1, 1], [1, 1, 1, 1]);
+        let y = run(
+            &[("pads", Attr::Ints(vec![1, 1, 1, 1]))],
+            &Tensor::from_f32(xs.to_vec(), x),
+            &Tensor::from_f32(ws.to_vec(), w),
+            None,
+        );
+        for (a, b) in y.as_f32().unwrap().iter().zip(&want) {
+            assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn f16_conv_outputs_f16() {
+        let h = |v: Vec<f32>, s: Vec<usize>| {
+            Tensor::new(
+                s,
+                TensorData::F16(v.into_iter().map(f16::from_f32).collect()),
+            )
+            .unwrap()
+        };
+        let x = h(vec![0.1, 0.2, 0.3, 0.4], vec![1, 1, 2, 2]);
+        let w = h(vec![1.0, 1.0, 1.0, 1.0], vec![1, 1, 2, 2]);
+        let y = run(&[], &x, &w, None);
+        assert_eq!(y.dtype(), DType::F16);
+        let exact: f32 = [0.1f32, 0.2, 0.3, 0.4]
+            .iter()
+            .map(|&v| f16::from_f32(v).to_f32())
+            .sum();
+        assert_eq!(y.to_f32_vec()[0], f16::from_f32(exact).to_f32());
+    }
+
+    #[test]
+    fn bad_shapes_are_reported() {
+        let x = Tensor::from_f32(vec![1, 3, 4, 4], vec![0.0; 48]);
+        let w = Tensor::from_f32(vec![2, 2, 3, 3], vec![0.0; 36]);
+        let err = eval_node(&node(&[]), &[Some(&x), Some(&w)])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("conv") && err.contains("group"), "{err}");
+        let b = Tensor::from_f32(vec![3], vec![0.0; 3]);
+        let w = Tensor::from_f32(vec![2, 3, 3, 3], vec![0.0; 54]);
+        assert!(eval_node(&node(&[]), &[Some(&x), Some(&w), Some(&b)]).is_err());
+    }
+}

@@ -1,0 +1,66 @@
+//! Kernels, one op family per module. Each module exposes a `KERNELS` table mapping op
+//! types to kernel functions; [`FAMILIES`] lists them for the registry.
+
+use crate::registry::Kernel;
+
+mod arg;
+mod binary;
+mod cast;
+mod compare;
+mod concat;
+mod constant;
+mod conv;
+mod conv_transpose;
+mod cumsum;
+mod einsum;
+mod expand;
+mod gather;
+mod matmul;
+mod nonzero;
+mod norm;
+mod onehot;
+mod pad;
+mod pool;
+mod quant;
+mod reduce;
+mod resize;
+mod scatter;
+mod shape_ops;
+mod slice;
+mod softmax;
+mod transpose;
+mod trilu;
+mod unary;
+mod window;
+
+/// Every op family's kernel table.
+pub(crate) const FAMILIES: &[&[(&str, Kernel)]] = &[
+    arg::KERNELS,
+    binary::KERNELS,
+    cast::KERNELS,
+    compare::KERNELS,
+    concat::KERNELS,
+    constant::KERNELS,
+    conv::KERNELS,
+    conv_transpose::KERNELS,
+    cumsum::KERNELS,
+    einsum::KERNELS,
+    expand::KERNELS,
+    gather::KERNELS,
+    matmul::KERNELS,
+    nonzero::KERNELS,
+    norm::KERNELS,
+    onehot::KERNELS,
+    pad::KERNELS,
+    pool::KERNELS,
+    quant::KERNELS,
+    reduce::KERNELS,
+    resize::KERNELS,
+    scatter::KERNELS,
+    shape_ops::KERNELS,
+    slice::KERNELS,
+    softmax::KERNELS,
+    transpose::KERNELS,
+    trilu::KERNELS,
+    unary::KERNELS,
+];

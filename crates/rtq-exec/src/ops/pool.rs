@@ -1,0 +1,369 @@
+//! Pooling: MaxPool (with dilations and the optional Indices output), AveragePool
+//! (count_include_pad, ceil_mode), LpPool, and the global variants.
+
+use crate::ctx::OpCtx;
+use crate::float::tensor_from_f32;
+use crate::ops::window::Window;
+use crate::par;
+use crate::registry::Kernel;
+use crate::ExecError;
+use rtq_ir::{Tensor, TensorData};
+
+/// Pooling kernels by op type.
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[
+    ("MaxPool", max_pool),
+    ("AveragePool", average_pool),
+    ("LpPool", lp_pool),
+    ("GlobalAveragePool", global_average_pool),
+    ("GlobalMaxPool", global_max_pool),
+    ("GlobalLpPool", global_lp_pool),
+];
+
+/// Input planes (N*C), window and float data of a pool's input.
+struct PoolInput<'a> {
+    planes: usize,
+    win: Window,
+    data: std::borrow::Cow<'a, [f32]>,
+    out_shape: Vec<usize>,
+}
+
+fn pool_input<'a>(ctx: &OpCtx<'a>, dilated: bool) -> Result<PoolInput<'a>, ExecError> {
+    let x = ctx.input(0)?;
+    if x.rank() < 3 {
+        return Err(ctx.err(format!("X must be at least 3-D, got shape {:?}", x.shape())));
+    }
+    let kernel: Vec<usize> = match ctx.attr_ints("kernel_shape")? {
+        Some(k) if k.len() == x.rank() - 2 && k.iter().all(|&v| v > 0) => {
+            k.iter().map(|&v| v as usize).collect()
+        }
+        other => {
+            return Err(ctx.err(format!(
+                "kernel_shape must hold {} positive values, got {other:?}",
+                x.rank() - 2
+            )))
+        }
+    };
+    let ceil_mode = ctx.attr_int("ceil_mode", 0)? != 0;
+    let win = Window::resolve(ctx, &x.shape()[2..], &kernel, dilated, ceil_mode)?;
+    let mut out_shape = x.shape()[..2].to_vec();
+    out_shape.extend(win.output_dims());
+    Ok(PoolInput {
+        planes: x.shape()[0] * x.shape()[1],
+        win,
+        data: ctx.float_input(0)?,
+        out_shape,
+    })
+}
+
+/// Calls `f(dst_index, taps)` for every output position of one plane, where `taps`
+/// lists the (in-range) input offsets of the window and `padded_count` the number of
+/// window positions inside the padded extent.
+fn for_each_window(win: &Window, mut f: impl FnMut(usize, &[usize], usize)) {
+    let [ih, iw] = [win.input[1], win.input[2]];
+    let [od, oh, ow] = win.output;
+    let mut taps = Vec::with_capacity(win.kernel_size());
+    let padded = |axis: usize, start: isize| -> usize {
+        // Positions start + k*d for k < K that are < input + pad_end.
+        let limit = (win.input[axis] + win.pad_end[axis]) as isize;
+        let d = win.dilation[axis] as isize;
+        if limit <= start {
+            return 0;
+        }
+        (((limit - start + d - 1) / d) as usize).min(win.kernel[axis])
+    };
+    for z in 0..od {
+        let (sz, z_lo, z_hi) = win.taps(0, z);
+        let cz = padded(0, sz);
+        for y in 0..oh {
+            let (sy, y_lo, y_hi) = win.taps(1, y);
+            let cy = padded(1, sy);
+            for x in 0..ow {
+                let (sx, x_lo, x_hi) = win.taps(2, x);
+                let cx = padded(2, sx);
+                taps.clear();
+                for kz in z_lo..z_hi {
+                    let iz = (sz + (kz * win.dilation[0]) as isize) as usize;
+                    for ky in y_lo..y_hi {
+                        let iy = (sy + (ky * win.dilation[1]) as isize) as usize;
+                        let base = (iz * ih + iy) * iw;
+                        for kx in x_lo..x_hi {
+                            taps.push(base + (sx + (kx * win.dilation[2]) as isize) as usize);
+                        }
+                    }
+                }
+                f((z * oh + y) * ow + x, &taps, cz * cy * cx);
+            }
+        }
+    }
+}
+
+/// Runs `reduce(plane_input, taps, padded_count)` for every window of every plane.
+fn pool_planes(
+    p: &PoolInput<'_>,
+    reduce: impl Fn(&[f32], &[usize], usize) -> f32 + Sync + Send,
+) -> Vec<f32> {
+    let (in_sp, out_sp) = (p.win.input_size(), p.win.output_size());
+    let mut out = vec![0.0f32; p.planes * out_sp];
+    let work = out.len() * p.win.kernel_size();
+    par::chunks_mut(&mut out, out_sp.max(1), work, |plane, dst| {
+        let src = &p.data[plane * in_sp..][..in_sp];
+        for_each_window(&p.win, |o, taps, padded| dst[o] = reduce(src, taps, padded));
+    });
+    out
+}
+
+fn max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let dtype = ctx.float_dtype(0)?;
+    let p = pool_input(ctx, true)?;
+    let max_of = |src: &[f32], taps: &[usize]| -> (f32, Option<usize>) {
+        let mut best = f32::NEG_INFINITY;
+        let mut at = None;
+        for &t in taps {
+            let v = src[t];
+            if v > best || at.is_none() || v.is_nan() {
+                best = v;
+                at = Some(t);
+                if v.is_nan() {
+                    break;
+                }
+            }
+        }
+        (best, at)
+    };
+    let out = pool_planes(&p, |src, taps, _| max_of(src, taps).0);
+    let mut outputs = vec![tensor_from_f32(dtype, p.out_shape.clone(), out)];
+    if ctx.num_outputs() > 1 {
+        let storage_order = ctx.attr_int("storage_order", 0)?;
+        let (in_sp, out_sp) = (p.win.input_size(), p.win.output_size());
+        let [id, ih, iw] = p.win.input;
+        let mut idx = vec![0i64; p.planes * out_sp];
+        par::chunks_mut(
+            &mut idx,
+            out_sp.max(1),
+            p.planes * out_sp * p.win.kernel_size(),
+            |plane, dst| {
+                let src = &p.data[plane * in_sp..][..in_sp];
+                for_each_window(&p.win, |o, taps, _| {
+                    let t = max_of(src, taps).1.unwrap_or(0);
+                    let local = if storage_order == 1 {
+                        let (z, rem) = (t / (ih * iw), t % (ih * iw));
+                        let (y, x) = (rem / iw, rem % iw);
+                        (x * ih + y) * id + z
+                    } else {
+                        t
+                    };
+                    dst[o] = (plane * in_sp + local) as i64;
+                });
+            },
+        );
+        outputs.push(ctx.tensor(p.out_shape.clone(), TensorData::I64(idx))?);
+    }
+    Ok(outputs)
+}
+
+fn average_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let dtype = ctx.float_dtype(0)?;
+    let include_pad = ctx.attr_int("count_include_pad", 0)? != 0;
+    let p = pool_input(ctx, true)?;
+    let out = pool_planes(&p, |src, taps, padded| {
+        let sum: f32 = taps.iter().map(|&t| src[t]).sum();
+        let count = if include_pad { padded } else { taps.len() };
+        if count == 0 {
+            0.0
+        } else {
+            sum / count as f32
+        }
+    });
+    Ok(vec![tensor_from_f32(dtype, p.out_shape, out)])
+}
+
+fn lp_norm(values: impl Iterator<Item = f32>, p: f32) -> f32 {
+    if p == 1.0 {
+        values.map(f32::abs).sum()
+    } else if p == 2.0 {
+        values.map(|v| v * v).sum::<f32>().sqrt()
+    } else {
+        values.map(|v| v.abs().powf(p)).sum::<f32>().powf(1.0 / p)
+    }
+}
+
+fn lp_exponent(ctx: &OpCtx<'_>) -> Result<f32, ExecError> {
+    let p = ctx.attr_int("p", 2)?;
+    if p < 1 {
+        return Err(ctx.err(format!("p must be positive, got {p}")));
+    }
+    Ok(p as f32)
+}
+
+fn lp_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let dtype = ctx.float_dtype(0)?;
+    let pw = lp_exponent(ctx)?;
+    let p = pool_input(ctx, true)?;
+    let out = pool_planes(&p, |src, taps, _| lp_norm(taps.iter().map(|&t| src[t]), pw));
+    Ok(vec![tensor_from_f32(dtype, p.out_shape, out)])
+}
+
+/// Reduces every (N, C) plane to one value with `f`.
+fn global(
+    ctx: &OpCtx<'_>,
+    f: impl Fn(&[f32]) -> f32 + Sync + Send,
+) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    let dtype = ctx.float_dtype(0)?;
+    if x.rank() < 3 {
+        return Err(ctx.err(format!("X must be at least 3-D, got shape {:?}", x.shape())));
+    }
+    let planes = x.shape()[0] * x.shape()[1];
+    let sp: usize = x.shape()[2..].iter().product();
+    let data = ctx.float_input(0)?;
+    let mut out = vec![0.0f32; planes];
+    par::chunks_mut(&mut out, 1, planes * sp, |i, o| {
+        o[0] = f(&data[i * sp..][..sp])
+    });
+    let mut shape = x.shape()[..2].to_vec();
+    shape.extend(std::iter::repeat_n(1, x.rank() - 2));
+    Ok(vec![tensor_from_f32(dtype, shape, out)])
+}
+
+fn global_average_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    global(ctx, |v| {
+        if v.is_empty() {
+            return f32::NAN;
+        }
+        (v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64) as f32
+    })
+}
+
+fn global_max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    global(ctx, |v| {
+        v.iter().fold(
+            f32::NEG_INFINITY,
+            |m, &x| if x > m || x.is_nan() { x } else { m },
+        )
+    })
+}
+
+fn global_lp_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let p = lp_exponent(ctx)?;
+    global(ctx, |v| lp_norm(v.iter().copied(), p))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::eval_node;
+    use rtq_ir::{Attr, Node, Tensor, ValueId};
+    use std::collections::BTreeMap;
+
+    fn node(op: &str, attrs: &[(&str, Attr)], outputs: usize) -> Node {
+        Node {
+            name: format!("{op}_0"),
+            op_type: op.into(),
+            domain: String::new(),
+            inputs: vec![],
+            outputs: (0..outputs as u32).map(ValueId).collect(),
+            attrs: attrs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn run(op: &str, attrs: &[(&str, Attr)], x: &Tensor) -> Tensor {
+        eval_node(&node(op, attrs, 1), &[Some(x)])
+            .unwrap()
+            .remove(0)
+    }
+
+    /// 1x1x4x4 input holding 1..16.
+    fn x44() -> Tensor {
+        Tensor::from_f32(vec![1, 1, 4, 4], (1..=16).map(|v| v as f32).collect())
+    }
+
+    #[test]
+    fn max_pool_strides_pads_and_indices() {
+        let k = ("kernel_shape", Attr::Ints(vec![2, 2]));
+        let s = ("strides", Attr::Ints(vec![2, 2]));
+        assert_eq!(
+            run("MaxPool", &[k.clone(), s.clone()], &x44())
+                .as_f32()
+                .unwrap(),
+            &[6.0, 8.0, 14.0, 16.0]
+        );
+        let y = run(
+            "MaxPool",
+            &[
+                ("kernel_shape", Attr::Ints(vec![3, 3])),
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                s.clone(),
+            ],
+            &x44(),
+        );
+        assert_eq!(y.as_f32().unwrap(), &[6.0, 8.0, 14.0, 16.0]);
+        let out = eval_node(&node("MaxPool", &[k, s], 2), &[Some(&x44())]).unwrap();
+        assert_eq!(out[1].as_i64().unwrap(), &[5, 7, 13, 15]);
+        // Dilation 2 on a 4x4 with a 2x2 kernel: window taps (0,0),(0,2),(2,0),(2,2).
+        let y = run(
+            "MaxPool",
+            &[
+                ("kernel_shape", Attr::Ints(vec![2, 2])),
+                ("dilations", Attr::Ints(vec![2, 2])),
+            ],
+            &x44(),
+        );
+        assert_eq!(y.as_f32().unwrap(), &[11.0, 12.0, 15.0, 16.0]);
+    }
+
+    #[test]
+    fn average_pool_pad_counting_and_ceil_mode() {
+        let attrs = |include: i64| {
+            vec![
+                ("kernel_shape", Attr::Ints(vec![3, 3])),
+                ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+                ("strides", Attr::Ints(vec![2, 2])),
+                ("count_include_pad", Attr::Int(include)),
+            ]
+        };
+        // Top-left window covers 1,2,5,6 (4 valid of 9 padded positions).
+        let y = run("AveragePool", &attrs(0), &x44());
+        assert_eq!(y.as_f32().unwrap()[0], 3.5);
+        let y = run("AveragePool", &attrs(1), &x44());
+        assert_eq!(y.as_f32().unwrap()[0], 14.0 / 9.0);
+        // ceil_mode: 4 wide, k 3, s 2 -> 2 windows; the second is clipped to 2 columns.
+        let ceil = [
+            ("kernel_shape", Attr::Ints(vec![1, 3])),
+            ("strides", Attr::Ints(vec![1, 2])),
+            ("ceil_mode", Attr::Int(1)),
+        ];
+        let x = Tensor::from_f32(vec![1, 1, 1, 4], vec![1.0, 2.0, 3.0, 4.0]);
+        let y = run("AveragePool", &ceil, &x);
+        assert_eq!(y.as_f32().unwrap(), &[2.0, 3.5]);
+        // With count_include_pad the clipped window still counts only positions within the
+        // padded extent (no end padding here): 2 positions.
+        let mut c2 = ceil.to_vec();
+        c2.push(("count_include_pad", Attr::Int(1)));
+        assert_eq!(run("AveragePool", &c2, &x).as_f32().unwrap(), &[2.0, 3.5]);
+    }
+
+    #[test]
+    fn global_and_lp_pools() {
+        assert_eq!(
+            run("GlobalAveragePool", &[], &x44()).as_f32().unwrap(),
+            &[8.5]
+        );
+        assert_eq!(run("GlobalMaxPool", &[], &x44()).shape(), &[1, 1, 1, 1]);
+        let x = Tensor::from_f32(vec![1, 1, 2], vec![3.0, 4.0]);
+        assert_eq!(run("GlobalLpPool", &[], &x).as_f32().unwrap(), &[5.0]);
+        let y = run(
+            "LpPool",
+            &[("kernel_shape", Attr::Ints(vec![2])), ("p", Attr::Int(1))],
+            &x,
+        );
+        assert_eq!(y.as_f32().unwrap(), &[7.0]);
+    }
+
+    #[test]
+    fn missing_kernel_shape_is_an_error() {
+        let err = eval_node(&node("MaxPool", &[], 1), &[Some(&x44())]).unwrap_err();
+        assert!(err.to_string().contains("kernel_shape"), "{err}");
+    }
+}

@@ -1,0 +1,55 @@
+//! Parallelism policy: small tensors stay on the calling thread, big ones are split
+//! across rayon's pool.
+
+use rayon::prelude::*;
+
+/// Element count from which elementwise work is spread over threads.
+pub(crate) const PAR_MIN_ELEMS: usize = 1 << 15;
+
+/// `f` applied to every element of `src`, in parallel for big inputs.
+pub(crate) fn map<A: Sync, O: Send>(src: &[A], f: impl Fn(&A) -> O + Sync + Send) -> Vec<O> {
+    if src.len() >= PAR_MIN_ELEMS {
+        src.par_iter().map(f).collect()
+    } else {
+        src.iter().map(f).collect()
+    }
+}
+
+/// Calls `f(index, chunk)` for consecutive `chunk`-sized pieces of `buf` (the last may be
+/// shorter), in parallel when `work` (an estimate of the total cost in elements) is big.
+pub(crate) fn chunks_mut<T: Send>(
+    buf: &mut [T],
+    chunk: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync + Send,
+) {
+    let chunk = chunk.max(1);
+    if work >= PAR_MIN_ELEMS && buf.len() > chunk {
+        buf.par_chunks_mut(chunk)
+            .enumerate()
+            .for_each(|(i, c)| f(i, c));
+    } else {
+        buf.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_preserves_order_in_parallel() {
+        let src: Vec<u32> = (0..(PAR_MIN_ELEMS as u32 * 2 + 7)).collect();
+        let out = map(&src, |&x| x * 2);
+        assert!(out.iter().enumerate().all(|(i, &v)| v == 2 * i as u32));
+    }
+
+    #[test]
+    fn chunks_cover_the_buffer() {
+        let mut buf = vec![0usize; 10];
+        chunks_mut(&mut buf, 3, usize::MAX, |i, c| {
+            c.iter_mut().for_each(|x| *x = i)
+        });
+        assert_eq!(buf, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+    }
+}

@@ -1,0 +1,143 @@
+//! Robustness sweep: every supported op is evaluated on many combinations of small,
+//! mismatched or degenerate inputs and attributes. Each evaluation may succeed or return
+//! an error, but must never panic (malformed models must not crash the compiler).
+
+use half::f16;
+use rtq_ir::{Attr, Node, Tensor, TensorData, ValueId};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// A small deterministic generator.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n
+    }
+}
+
+fn pool() -> Vec<Tensor> {
+    let f = |shape: &[usize]| {
+        let n = shape.iter().product();
+        Tensor::from_f32(
+            shape.to_vec(),
+            (0..n).map(|i| i as f32 * 0.37 - 1.0).collect(),
+        )
+    };
+    vec![
+        Tensor::scalar_f32(0.5),
+        f(&[3]),
+        f(&[2, 3]),
+        f(&[1, 2, 3, 3]),
+        f(&[2, 2, 4]),
+        f(&[1, 1, 2, 2, 2]),
+        f(&[0]),
+        f(&[2, 0, 3]),
+        Tensor::from_i64(vec![2], vec![2, 3]),
+        Tensor::from_i64(vec![4], vec![1, -1, 0, 2]),
+        Tensor::from_i64(vec![], vec![1]),
+        Tensor::from_i64(vec![], vec![-7]),
+        Tensor::from_i64(vec![1], vec![i64::MAX]),
+        Tensor::from_i64(vec![2], vec![i64::MIN, 0]),
+        Tensor::new(vec![2], TensorData::Bool(vec![true, false])).unwrap(),
+        Tensor::new(vec![3], TensorData::U8(vec![0, 128, 255])).unwrap(),
+        Tensor::new(vec![2], TensorData::I8(vec![-128, 127])).unwrap(),
+        Tensor::new(vec![2, 2], TensorData::F16(vec![f16::ONE; 4])).unwrap(),
+        Tensor::new(vec![1], TensorData::String(vec![b"x".to_vec()])).unwrap(),
+        Tensor::new(vec![2], TensorData::I32(vec![0, 1])).unwrap(),
+    ]
+}
+
+fn attr_sets() -> Vec<Vec<(&'static str, Attr)>> {
+    vec![
+        vec![],
+        vec![("axis", Attr::Int(5))],
+        vec![("axis", Attr::Int(-1)), ("keepdims", Attr::Int(0))],
+        vec![("axis", Attr::Int(1))],
+        vec![
+            ("kernel_shape", Attr::Ints(vec![2, 2])),
+            ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+        ],
+        vec![
+            ("kernel_shape", Attr::Ints(vec![i64::MAX])),
+            ("strides", Attr::Ints(vec![i64::MAX])),
+        ],
+        vec![
+            ("dilations", Attr::Ints(vec![i64::MAX, 1])),
+            ("group", Attr::Int(0)),
+        ],
+        vec![
+            ("perm", Attr::Ints(vec![1, 0])),
+            ("blocksize", Attr::Int(i64::MAX)),
+        ],
+        vec![
+            ("to", Attr::Int(99)),
+            ("mode", Attr::String("bogus".into())),
+        ],
+        vec![
+            ("axes", Attr::Ints(vec![0, 0])),
+            ("block_size", Attr::Int(2)),
+        ],
+        vec![
+            ("equation", Attr::String("ij,jk->ik".into())),
+            ("size", Attr::Int(3)),
+        ],
+        vec![("value", Attr::Tensor(Tensor::from_i64(vec![2], vec![1, 2])))],
+    ]
+}
+
+#[test]
+fn no_op_panics_on_malformed_inputs() {
+    let tensors = pool();
+    let attrs = attr_sets();
+    let mut rng = Lcg(42);
+    let mut panics = Vec::new();
+    let mut evaluations = 0;
+    for op in rtq_exec::supported_ops() {
+        for trial in 0..600 {
+            let n_inputs = 1 + rng.below(5);
+            let picks: Vec<Option<&Tensor>> = (0..n_inputs)
+                .map(|_| {
+                    let k = rng.below(tensors.len() + 1);
+                    tensors.get(k)
+                })
+                .collect();
+            let set = &attrs[trial % attrs.len()];
+            let node = Node {
+                name: format!("{op}_{trial}"),
+                op_type: op.to_string(),
+                domain: String::new(),
+                inputs: vec![],
+                outputs: (0..1 + rng.below(3) as u32).map(ValueId).collect(),
+                attrs: set
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect::<BTreeMap<_, _>>(),
+            };
+            evaluations += 1;
+            let result = catch_unwind(AssertUnwindSafe(|| rtq_exec::eval_node(&node, &picks)));
+            if result.is_err() {
+                let desc: Vec<String> = picks
+                    .iter()
+                    .map(|t| {
+                        t.map_or("None".to_string(), |t| {
+                            format!("{}{:?}", t.dtype(), t.shape())
+                        })
+                    })
+                    .collect();
+                panics.push(format!("{op} inputs {desc:?} attrs {set:?}"));
+            }
+        }
+    }
+    assert!(evaluations > 5000);
+    assert!(
+        panics.is_empty(),
+        "{} evaluations panicked:\n{}",
+        panics.len(),
+        panics.join("\n")
+    );
+}

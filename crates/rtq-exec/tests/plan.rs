@@ -1,0 +1,347 @@
+//! End-to-end tests of `Plan` on small hand-built graphs: a CNN classifier head in
+//! FP32 and FP16, a Q/DQ graph with per-axis weights, observation of intermediates and
+//! error reporting.
+
+use half::f16;
+use rtq_exec::{ExecError, Plan};
+use rtq_ir::{Attr, DType, Dim, Graph, Tensor, TensorData, ValueId};
+use std::collections::BTreeMap;
+
+fn attrs(list: &[(&str, Attr)]) -> BTreeMap<String, Attr> {
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
+/// The ids of the classifier graph's values, in execution order.
+struct Classifier {
+    graph: Graph,
+    x: ValueId,
+    conv: ValueId,
+    relu: ValueId,
+    pool: ValueId,
+    flat: ValueId,
+    logits: ValueId,
+    probs: ValueId,
+}
+
+/// x[1,1,4,4] -> Conv(2 filters 3x3, pad 1) -> Relu -> MaxPool(2x2, s2) -> Flatten ->
+/// Gemm(8 -> 3, transB) -> Softmax.
+///
+/// Filter 0 sums each 3x3 window (bias -50); filter 1 is minus the centre (bias 10). With
+/// x = 1..16 the pooled features are [4, 13, 40, 49] and [9, 7, 1, 0]; the Gemm rows pick
+/// f0, f4 - f0 and 0.1*f3 + 1.1, giving logits [4, 5, 6].
+fn classifier(dtype: DType) -> Classifier {
+    let mut g = Graph::new("classifier", 13);
+    let cast = |t: Tensor| t.cast(dtype);
+    let x = g.add_input(
+        "x",
+        dtype,
+        vec![
+            Dim::Sym("N".into()),
+            Dim::Known(1),
+            Dim::Known(4),
+            Dim::Known(4),
+        ],
+    );
+    let mut w = vec![1.0f32; 9];
+    let mut center = vec![0.0f32; 9];
+    center[4] = -1.0;
+    w.extend(center);
+    let w = g.add_constant("w", cast(Tensor::from_f32(vec![2, 1, 3, 3], w)));
+    let b = g.add_constant("b", cast(Tensor::from_f32(vec![2], vec![-50.0, 10.0])));
+    let mut fc = vec![0.0f32; 24];
+    fc[0] = 1.0; // logit 0 = f0
+    fc[8] = -1.0; // logit 1 = f4 - f0
+    fc[8 + 4] = 1.0;
+    fc[16 + 3] = 0.1; // logit 2 = 0.1 * f3 + 1.1
+    let fc_w = g.add_constant("fc_w", cast(Tensor::from_f32(vec![3, 8], fc)));
+    let fc_b = g.add_constant("fc_b", cast(Tensor::from_f32(vec![3], vec![0.0, 0.0, 1.1])));
+    let conv = g.add_value("conv", None, None);
+    let relu = g.add_value("relu", None, None);
+    let pool = g.add_value("pool", None, None);
+    let flat = g.add_value("flat", None, None);
+    let logits = g.add_value("logits", None, None);
+    let probs = g.add_value("probs", None, None);
+    g.add_node(
+        "conv0",
+        "Conv",
+        vec![Some(x), Some(w), Some(b)],
+        vec![conv],
+        attrs(&[("pads", Attr::Ints(vec![1, 1, 1, 1]))]),
+    );
+    g.add_node(
+        "relu0",
+        "Relu",
+        vec![Some(conv)],
+        vec![relu],
+        BTreeMap::new(),
+    );
+    g.add_node(
+        "pool0",
+        "MaxPool",
+        vec![Some(relu)],
+        vec![pool],
+        attrs(&[
+            ("kernel_shape", Attr::Ints(vec![2, 2])),
+            ("strides", Attr::Ints(vec![2, 2])),
+        ]),
+    );
+    g.add_node(
+        "flatten0",
+        "Flatten",
+        vec![Some(pool)],
+        vec![flat],
+        BTreeMap::new(),
+    );
+    g.add_node(
+        "fc0",
+        "Gemm",
+        vec![Some(flat), Some(fc_w), Some(fc_b)],
+        vec![logits],
+        attrs(&[("transB", Attr::Int(1))]),
+    );
+    g.add_node(
+        "softmax0",
+        "Softmax",
+        vec![Some(logits)],
+        vec![probs],
+        BTreeMap::new(),
+    );
+    g.outputs.push(probs);
+    Classifier {
+        graph: g,
+        x,
+        conv,
+        relu,
+        pool,
+        flat,
+        logits,
+        probs,
+    }
+}
+
+fn input(dtype: DType) -> Tensor {
+    Tensor::from_f32(vec![1, 1, 4, 4], (1..=16).map(|v| v as f32).collect()).cast(dtype)
+}
+
+fn expected_probs() -> [f32; 3] {
+    let z = 1.0 + (-1.0f32).exp() + (-2.0f32).exp();
+    [(-2.0f32).exp() / z, (-1.0f32).exp() / z, 1.0 / z]
+}
+
+#[test]
+fn classifier_outputs_and_observed_intermediates() {
+    let c = classifier(DType::F32);
+    let plan = Plan::new(&c.graph).unwrap();
+    assert_eq!(plan.input_names(), vec!["x"]);
+    assert_eq!(plan.output_names(), vec!["probs"]);
+    let mut seen: Vec<(ValueId, Tensor)> = Vec::new();
+    let out = plan
+        .run_observed(&[("x".to_string(), input(DType::F32))], &mut |id, t| {
+            seen.push((id, t.clone()))
+        })
+        .unwrap();
+    let probs = out[0].as_f32().unwrap();
+    for (p, e) in probs.iter().zip(expected_probs()) {
+        assert!((p - e).abs() < 1e-6, "{probs:?}");
+    }
+    let ids: Vec<ValueId> = seen.iter().map(|(id, _)| *id).collect();
+    assert_eq!(
+        ids,
+        vec![c.x, c.conv, c.relu, c.pool, c.flat, c.logits, c.probs]
+    );
+    let get = |id: ValueId| {
+        seen.iter()
+            .find(|(v, _)| *v == id)
+            .map(|(_, t)| t.clone())
+            .unwrap()
+    };
+    // Conv filter 0 at (1,1): window sum 54 - 50 = 4; filter 1 at (0,0): 10 - 1 = 9.
+    assert_eq!(get(c.conv).shape(), &[1, 2, 4, 4]);
+    assert_eq!(get(c.conv).as_f32().unwrap()[5], 4.0);
+    assert_eq!(get(c.conv).as_f32().unwrap()[16], 9.0);
+    assert!(get(c.relu).as_f32().unwrap().iter().all(|&v| v >= 0.0));
+    assert_eq!(
+        get(c.flat).as_f32().unwrap(),
+        &[4.0, 13.0, 40.0, 49.0, 9.0, 7.0, 1.0, 0.0]
+    );
+    let logits = get(c.logits);
+    for (l, e) in logits.as_f32().unwrap().iter().zip([4.0, 5.0, 6.0]) {
+        assert!((l - e).abs() < 1e-5, "{logits:?}");
+    }
+    assert_eq!(get(c.probs), out[0]);
+    assert_eq!(plan.observed_values(), ids);
+}
+
+#[test]
+fn fp16_graph_runs_in_half_precision() {
+    let c = classifier(DType::F16);
+    let plan = Plan::new(&c.graph).unwrap();
+    let out = plan.run(&[("x".to_string(), input(DType::F16))]).unwrap();
+    assert_eq!(out[0].dtype(), DType::F16);
+    let probs = out[0].to_f32_vec();
+    for (p, e) in probs.iter().zip(expected_probs()) {
+        assert!((p - e).abs() < 2e-3, "{probs:?}");
+        // Every output is a half-precision value.
+        assert_eq!(*p, f16::from_f32(*p).to_f32());
+    }
+    // An FP32 feed does not match the FP16 input declaration.
+    let err = plan
+        .run(&[("x".to_string(), input(DType::F32))])
+        .unwrap_err();
+    assert!(matches!(err, ExecError::FeedMismatch { .. }), "{err}");
+}
+
+#[test]
+fn batches_and_threads_share_one_plan() {
+    let c = classifier(DType::F32);
+    let plan = Plan::new(&c.graph).unwrap();
+    // Batch of two identical images through the symbolic batch dimension.
+    let one = input(DType::F32);
+    let mut data = one.to_f32_vec();
+    data.extend(one.to_f32_vec());
+    let batch = Tensor::from_f32(vec![2, 1, 4, 4], data);
+    let out = plan.run(&[("x".to_string(), batch)]).unwrap();
+    assert_eq!(out[0].shape(), &[2, 3]);
+    let v = out[0].as_f32().unwrap();
+    assert_eq!(v[..3], v[3..]);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..3)
+            .map(|_| s.spawn(|| plan.run(&[("x".to_string(), input(DType::F32))]).unwrap()))
+            .collect();
+        for h in handles {
+            let out = h.join().unwrap();
+            assert!((out[0].as_f32().unwrap()[2] - expected_probs()[2]).abs() < 1e-6);
+        }
+    });
+}
+
+#[test]
+fn qdq_graph_with_per_axis_weights() {
+    // x -> Q/DQ (per tensor, uint8) -> Conv with int8 weights dequantized per output channel.
+    let mut g = Graph::new("qdq", 13);
+    let x = g.add_input(
+        "x",
+        DType::F32,
+        vec![Dim::Known(1), Dim::Known(1), Dim::Known(2), Dim::Known(2)],
+    );
+    let xs = g.add_constant("x_scale", Tensor::scalar_f32(0.5));
+    let xz = g.add_constant(
+        "x_zp",
+        Tensor::new(vec![], TensorData::U8(vec![128])).unwrap(),
+    );
+    let wq = g.add_constant(
+        "w_q",
+        Tensor::new(vec![2, 1, 1, 1], TensorData::I8(vec![3, -5])).unwrap(),
+    );
+    let ws = g.add_constant("w_scale", Tensor::from_f32(vec![2], vec![0.25, 2.0]));
+    let wz = g.add_constant(
+        "w_zp",
+        Tensor::new(vec![2], TensorData::I8(vec![0, 0])).unwrap(),
+    );
+    let (q, dq, w, y) = (
+        g.add_value("x_q", None, None),
+        g.add_value("x_dq", None, None),
+        g.add_value("w", None, None),
+        g.add_value("y", None, None),
+    );
+    g.add_node(
+        "q",
+        "QuantizeLinear",
+        vec![Some(x), Some(xs), Some(xz)],
+        vec![q],
+        BTreeMap::new(),
+    );
+    g.add_node(
+        "dq",
+        "DequantizeLinear",
+        vec![Some(q), Some(xs), Some(xz)],
+        vec![dq],
+        BTreeMap::new(),
+    );
+    g.add_node(
+        "dq_w",
+        "DequantizeLinear",
+        vec![Some(wq), Some(ws), Some(wz)],
+        vec![w],
+        attrs(&[("axis", Attr::Int(0))]),
+    );
+    g.add_node(
+        "conv",
+        "Conv",
+        vec![Some(dq), Some(w)],
+        vec![y],
+        BTreeMap::new(),
+    );
+    g.outputs.push(y);
+    let plan = Plan::new(&g).unwrap();
+    // x/0.5: 0.5 -> 1 ; 0.75 -> 1.5 -> 2 (even) ; 0.25 -> 0.5 -> 0 (even) ; 100 -> saturates at 255-128.
+    let xin = Tensor::from_f32(vec![1, 1, 2, 2], vec![0.5, 0.75, 0.25, 100.0]);
+    let out = plan.run(&[("x".to_string(), xin)]).unwrap();
+    let xq = [0.5f32, 1.0, 0.0, 63.5];
+    let want: Vec<f32> = [0.75f32, -10.0]
+        .iter()
+        .flat_map(|w| xq.iter().map(move |v| v * w))
+        .collect();
+    assert_eq!(out[0].as_f32().unwrap(), &want[..]);
+}
+
+#[test]
+fn unsupported_ops_are_all_listed() {
+    let mut g = Graph::new("g", 13);
+    let x = g.add_input("x", DType::F32, vec![Dim::Known(2)]);
+    let a = g.add_value("a", None, None);
+    let b = g.add_value("b", None, None);
+    let c = g.add_value("c", None, None);
+    g.add_node(
+        "mystery_one",
+        "FancyOp",
+        vec![Some(x)],
+        vec![a],
+        BTreeMap::new(),
+    );
+    g.add_node("fine", "Relu", vec![Some(a)], vec![b], BTreeMap::new());
+    let id = g.add_node(
+        "mystery_two",
+        "Relu",
+        vec![Some(b)],
+        vec![c],
+        BTreeMap::new(),
+    );
+    g.node_mut(id).domain = "com.microsoft".into();
+    g.outputs.push(c);
+    let err = Plan::new(&g).err().expect("two unsupported nodes");
+    match &err {
+        ExecError::UnsupportedMany(list) => {
+            assert_eq!(list.len(), 2);
+            assert_eq!(list[0], ("mystery_one".to_string(), "FancyOp".to_string()));
+            assert_eq!(
+                list[1],
+                ("mystery_two".to_string(), "com.microsoft.Relu".to_string())
+            );
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    let text = err.to_string();
+    assert!(
+        text.contains("mystery_one") && text.contains("mystery_two"),
+        "{text}"
+    );
+}
+
+#[test]
+fn kernel_errors_name_the_node() {
+    let c = classifier(DType::F32);
+    let plan = Plan::new(&c.graph).unwrap();
+    // 3x3 input: the pooled features no longer fit the 8-wide Gemm.
+    let x = Tensor::from_f32(vec![1, 1, 2, 2], vec![1.0; 4]);
+    let err = plan.run(&[("x".to_string(), x)]).unwrap_err().to_string();
+    assert!(err.contains("`x`"), "{err}");
+    let x = Tensor::from_f32(vec![1, 1, 6, 6], vec![1.0; 36]);
+    let mut g = c.graph.clone();
+    g.value_mut(c.x).shape = None;
+    let plan = Plan::new(&g).unwrap();
+    let err = plan.run(&[("x".to_string(), x)]).unwrap_err().to_string();
+    assert!(err.contains("fc0") && err.contains("Gemm"), "{err}");
+}
