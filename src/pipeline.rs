@@ -173,6 +173,15 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let nodes_in = graph.node_count();
     lap("load", &mut timings);
     let stop = opts.stop_after.as_deref();
+    if let Some(name) = stop {
+        if !STAGES.contains(&name) && !rtq_passes::PASS_NAMES.contains(&name) {
+            bail!(
+                "--stop-after `{name}`: not a stage ({}) or pass ({})",
+                STAGES.join(", "),
+                rtq_passes::PASS_NAMES.join(", ")
+            );
+        }
+    }
     let finish = |graph: &Graph, report: CompileReport, suffix: &str| -> Result<CompileOutput> {
         let bytes =
             rtq_emit::to_model_bytes(graph, &EmitOptions::default()).context("emitting ONNX")?;
@@ -204,15 +213,13 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let stopped_hook = stopped.clone();
     manager.on_pass(move |event| {
         if dump {
-            eprintln!(
-                "=== after {} ===\n{}",
-                event.pass,
-                rtq_ir::dump(event.graph)
-            );
+            eprintln!("=== after {} ===\n{}", event.pass, rtq_ir::dump(event.graph));
         }
         if stop_pass.as_deref() == Some(event.pass) {
             stopped_hook.set(true);
+            return std::ops::ControlFlow::Break(());
         }
+        std::ops::ControlFlow::Continue(())
     });
     let stats = manager.run(&mut graph).context("optimising")?;
     report.passes = serde_json::to_value(&stats)?;

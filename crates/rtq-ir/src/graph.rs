@@ -257,7 +257,8 @@ impl Graph {
         self.values[id.index()].constant.as_ref()
     }
 
-    /// Turns `id` into a constant holding `tensor` (its producer, if any, is detached).
+    /// Turns `id` into a constant holding `tensor`. A node still producing `id` must be
+    /// removed by the caller ([`verify`](crate::verify) rejects a value that is both).
     pub fn set_constant(&mut self, id: ValueId, tensor: Tensor) {
         let v = &mut self.values[id.index()];
         v.dtype = Some(tensor.dtype());

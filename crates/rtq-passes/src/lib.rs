@@ -5,6 +5,8 @@
 //! The standard pipeline is [`optimization_passes`]; [`optimize`] runs it to a fixed
 //! point.
 
+#![warn(missing_docs)]
+
 mod affine;
 mod constant_folding;
 mod dce;
