@@ -204,6 +204,14 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     }
 
     // Optimise.
+    let unknown = opts.optimize.unknown_disabled();
+    if !unknown.is_empty() {
+        bail!(
+            "--disable-pass: unknown pass {} (passes: {})",
+            unknown.join(", "),
+            rtq_passes::PASS_NAMES.join(", ")
+        );
+    }
     let mut manager = PassManager::new();
     manager.extend(rtq_passes::optimization_passes(&opts.optimize));
     manager.verify_each(opts.optimize.verify_each);
@@ -213,7 +221,11 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let stopped_hook = stopped.clone();
     manager.on_pass(move |event| {
         if dump {
-            eprintln!("=== after {} ===\n{}", event.pass, rtq_ir::dump(event.graph));
+            eprintln!(
+                "=== after {} ===\n{}",
+                event.pass,
+                rtq_ir::dump(event.graph)
+            );
         }
         if stop_pass.as_deref() == Some(event.pass) {
             stopped_hook.set(true);
