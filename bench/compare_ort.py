@@ -471,8 +471,12 @@ def ort_preprocess(model: str, out: str) -> tuple[str, float, str]:
         model = os.path.join(os.path.dirname(out), "ort_src.onnx")
         onnx.save(m, model)
     err = ""
+    model, out = os.path.abspath(model), os.path.abspath(out)
+    here = os.getcwd()
     for kwargs in ({}, {"skip_symbolic_shape": True}):
         try:
+            # quant_pre_process leaves sym_shape_infer_temp.onnx in the working directory.
+            os.chdir(os.path.dirname(out))
             quant_pre_process(model, out, **kwargs)
             if kwargs:
                 notes.append("no symbolic shapes")
@@ -480,6 +484,8 @@ def ort_preprocess(model: str, out: str) -> tuple[str, float, str]:
             return out, time.perf_counter() - t0, how
         except Exception as e:  # noqa: BLE001 - any failure means: quantize the original
             err = f"{type(e).__name__}: {e}"
+        finally:
+            os.chdir(here)
     return model, time.perf_counter() - t0, f"original model (quant_pre_process failed: {err[:200]})"
 
 
