@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use rtq_calib::{CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
-use rtq_ir::{Dim, Graph, ValueId};
+use rtq_ir::{Graph, ValueId};
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -22,25 +22,6 @@ pub struct CalibrationResult {
     pub seconds: f64,
 }
 
-/// The graph inputs as the calibration data loader sees them.
-pub fn input_specs(graph: &Graph) -> Vec<InputSpec> {
-    graph
-        .inputs
-        .iter()
-        .map(|&i| {
-            let v = graph.value(i);
-            InputSpec {
-                name: v.name.clone(),
-                dtype: v.dtype.unwrap_or(rtq_ir::DType::F32),
-                shape: v
-                    .shape
-                    .as_ref()
-                    .map_or_else(Vec::new, |s| s.iter().map(Dim::known).collect()),
-            }
-        })
-        .collect()
-}
-
 /// Streams the files `files` (indices into `set`) through `graph`, observing `targets`.
 /// Memory stays flat: one sample's activations at a time, histograms of fixed size.
 pub fn calibrate(
@@ -53,7 +34,7 @@ pub fn calibrate(
 ) -> Result<CalibrationResult> {
     let start = Instant::now();
     let plan = rtq_exec::Plan::new(graph).context("preparing the FP32 graph for calibration")?;
-    let specs = input_specs(graph);
+    let specs = InputSpec::from_graph(graph)?;
     let slot_of: HashMap<ValueId, usize> =
         targets.iter().enumerate().map(|(i, &v)| (v, i)).collect();
     let mut collectors: Vec<Box<dyn RangeCollector>> =

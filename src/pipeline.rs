@@ -3,7 +3,7 @@
 //! only after every stage has succeeded, each file atomically.
 
 use crate::accuracy::OutputAgreement;
-use crate::calibrate::{calibrate, input_specs, CalibrationResult};
+use crate::calibrate::{calibrate, CalibrationResult};
 use anyhow::{bail, Context, Result};
 use rtq_calib::{CalibOptions, CalibrationSet, DataOptions};
 use rtq_emit::{
@@ -14,7 +14,6 @@ use rtq_passes::quant::{
     apply_int8, convert_fp16, plan_int8, Fp16Options, Int8Options, NodeFilter,
 };
 use rtq_passes::{OptimizeOptions, PassManager};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -95,13 +94,23 @@ pub fn trt_version_tag(version: &str) -> Result<String> {
     Ok(n.to_string())
 }
 
-fn count_weight_bytes(graph: &Graph, float_only: bool) -> usize {
+/// Bytes of the constants that the graph still reads, per element type.
+pub fn weight_bytes_by_dtype(graph: &Graph) -> std::collections::BTreeMap<DType, usize> {
     let live = graph.live_values();
-    graph
-        .values()
-        .filter(|(id, v)| live.contains(id) && v.constant.is_some())
-        .filter(|(_, v)| !float_only || v.dtype.is_some_and(DType::is_float))
-        .map(|(_, v)| v.constant.as_ref().map_or(0, |t| t.byte_size()))
+    let mut bytes = std::collections::BTreeMap::new();
+    for (id, value) in graph.values() {
+        if let (true, Some(t)) = (live.contains(&id), &value.constant) {
+            *bytes.entry(t.dtype()).or_default() += t.byte_size();
+        }
+    }
+    bytes
+}
+
+fn count_weight_bytes(graph: &Graph, float_only: bool) -> usize {
+    weight_bytes_by_dtype(graph)
+        .into_iter()
+        .filter(|(dtype, _)| !float_only || dtype.is_float())
+        .map(|(_, n)| n)
         .sum()
 }
 
@@ -406,7 +415,7 @@ pub fn evaluate(
         rtq_exec::Plan::new(reference).context("preparing the FP32 graph for evaluation")?;
     let cand_plan = rtq_exec::Plan::new(candidate)
         .with_context(|| format!("preparing the {variant} graph for evaluation"))?;
-    let specs = input_specs(reference);
+    let specs = rtq_calib::InputSpec::from_graph(reference)?;
     let names = ref_plan.output_names();
     let mut agreements: Vec<OutputAgreement> =
         names.iter().map(|n| OutputAgreement::new(n)).collect();
@@ -482,14 +491,6 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
         .tempfile_in(probe_in)
         .with_context(|| format!("{}: output directory is not writable", dir.display()))?;
     Ok(())
-}
-
-/// Calibration ranges keyed by tensor name (for tests and tools).
-pub fn ranges_by_name(graph: &Graph, ranges: &HashMap<ValueId, f32>) -> HashMap<String, f32> {
-    ranges
-        .iter()
-        .map(|(v, a)| (graph.value(*v).name.clone(), *a))
-        .collect()
 }
 
 #[cfg(test)]

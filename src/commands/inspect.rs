@@ -60,16 +60,12 @@ fn describe(graph: &Graph, v: rtq_ir::ValueId) -> String {
     format!("{dtype}{shape}")
 }
 
-/// Bytes of live constants per element type.
+/// Bytes of live constants per element type name.
 pub fn weight_bytes(graph: &Graph) -> BTreeMap<String, usize> {
-    let live = graph.live_values();
-    let mut bytes: BTreeMap<String, usize> = BTreeMap::new();
-    for (id, value) in graph.values() {
-        if let (true, Some(t)) = (live.contains(&id), &value.constant) {
-            *bytes.entry(t.dtype().to_string()).or_default() += t.byte_size();
-        }
-    }
-    bytes
+    rtq::pipeline::weight_bytes_by_dtype(graph)
+        .into_iter()
+        .map(|(dtype, n)| (dtype.to_string(), n))
+        .collect()
 }
 
 /// Summarises the model at `path`.

@@ -1,7 +1,7 @@
 use serde::Serialize;
 
 /// Element type of a tensor, numbered as ONNX's `TensorProto.DataType`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum DType {
     /// 32-bit float.
     F32,
