@@ -29,6 +29,8 @@ mod par;
 mod plan;
 mod registry;
 mod strided;
+#[cfg(test)]
+mod test_util;
 
 pub use error::ExecError;
 pub use plan::Plan;

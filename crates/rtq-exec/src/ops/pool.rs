@@ -251,22 +251,8 @@ fn global_lp_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
-
-    fn node(op: &str, attrs: &[(&str, Attr)], outputs: usize) -> Node {
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: (0..outputs as u32).map(ValueId).collect(),
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
-    }
+    use crate::test_util::node;
+    use rtq_ir::{Attr, Tensor};
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: &Tensor) -> Tensor {
         eval_node(&node(op, attrs, 1), &[Some(x)])

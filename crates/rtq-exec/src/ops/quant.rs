@@ -241,23 +241,9 @@ fn dynamic_quantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
+    use crate::test_util::node;
     use half::f16;
-    use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
-    use std::collections::BTreeMap;
-
-    fn node(op: &str, attrs: &[(&str, Attr)], outputs: usize) -> Node {
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: (0..outputs as u32).map(ValueId).collect(),
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
-    }
+    use rtq_ir::{Attr, DType, Tensor, TensorData};
 
     fn q(attrs: &[(&str, Attr)], x: &Tensor, s: &Tensor, z: Option<&Tensor>) -> Tensor {
         eval_node(&node("QuantizeLinear", attrs, 1), &[Some(x), Some(s), z])
