@@ -90,14 +90,7 @@ fn int8_build_emits_qdq_model_cache_and_report() {
 #[test]
 fn fp16_build_halves_weights_and_agrees_with_fp32() {
     let out = tempfile::tempdir().unwrap();
-    rtq_ok(&[
-        "compile",
-        demo_model().to_str().unwrap(),
-        "--fp16",
-        "-o",
-        out.path().to_str().unwrap(),
-        "--quiet",
-    ]);
+    compile_ok(&demo_model(), out.path(), &["--fp16", "--quiet"]);
     let model = out.path().join("tinyresnet_fp16.onnx");
     assert!(model.exists());
     let inspect = rtq_ok(&[
@@ -123,20 +116,20 @@ fn fp16_build_halves_weights_and_agrees_with_fp32() {
 fn every_calibration_method_builds() {
     for method in ["entropy", "max", "percentile", "mse"] {
         let out = tempfile::tempdir().unwrap();
-        rtq_ok(&[
-            "compile",
-            demo_model().to_str().unwrap(),
-            "--int8",
-            "--calib",
-            demo_calib().to_str().unwrap(),
-            "--calib-method",
-            method,
-            "--calib-samples",
-            "8",
-            "-o",
-            out.path().to_str().unwrap(),
-            "--quiet",
-        ]);
+        compile_ok(
+            &demo_model(),
+            out.path(),
+            &[
+                "--int8",
+                "--calib",
+                demo_calib().to_str().unwrap(),
+                "--calib-method",
+                method,
+                "--calib-samples",
+                "8",
+                "--quiet",
+            ],
+        );
         let report: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
                 .unwrap();
@@ -149,18 +142,18 @@ fn every_calibration_method_builds() {
 fn same_input_gives_byte_identical_outputs() {
     let build = || {
         let out = tempfile::tempdir().unwrap();
-        rtq_ok(&[
-            "compile",
-            demo_model().to_str().unwrap(),
-            "--int8",
-            "--calib",
-            demo_calib().to_str().unwrap(),
-            "--calib-samples",
-            "10",
-            "-o",
-            out.path().to_str().unwrap(),
-            "--quiet",
-        ]);
+        compile_ok(
+            &demo_model(),
+            out.path(),
+            &[
+                "--int8",
+                "--calib",
+                demo_calib().to_str().unwrap(),
+                "--calib-samples",
+                "10",
+                "--quiet",
+            ],
+        );
         let model = std::fs::read(out.path().join("tinyresnet_int8.onnx")).unwrap();
         let cache = std::fs::read(out.path().join("tinyresnet_calibration.cache")).unwrap();
         (model, cache)
@@ -174,17 +167,17 @@ fn same_input_gives_byte_identical_outputs() {
 #[test]
 fn report_text_and_debug_flags() {
     let out = tempfile::tempdir().unwrap();
-    let stdout = rtq_ok(&[
-        "compile",
-        demo_model().to_str().unwrap(),
-        "--int8",
-        "--calib",
-        demo_calib().to_str().unwrap(),
-        "--calib-samples",
-        "4",
-        "-o",
-        out.path().to_str().unwrap(),
-    ]);
+    let stdout = compile_ok(
+        &demo_model(),
+        out.path(),
+        &[
+            "--int8",
+            "--calib",
+            demo_calib().to_str().unwrap(),
+            "--calib-samples",
+            "4",
+        ],
+    );
     assert!(stdout.contains("accuracy of int8 vs fp32"), "{stdout}");
     assert!(
         stdout.contains("stem.relu"),
@@ -192,15 +185,11 @@ fn report_text_and_debug_flags() {
     );
     // --stop-after writes the graph as it stood after that stage.
     let out2 = tempfile::tempdir().unwrap();
-    rtq_ok(&[
-        "compile",
-        demo_model().to_str().unwrap(),
-        "--stop-after",
-        "optimize",
-        "-o",
-        out2.path().to_str().unwrap(),
-        "--quiet",
-    ]);
+    compile_ok(
+        &demo_model(),
+        out2.path(),
+        &["--stop-after", "optimize", "--quiet"],
+    );
     let j: serde_json::Value = serde_json::from_str(&rtq_ok(&[
         "inspect",
         out2.path()

@@ -45,14 +45,8 @@ fn optimized_light_models_match_the_originals_in_onnxruntime() {
     assert_eq!(models.len(), 9);
     for model in models {
         let out = tempfile::tempdir().unwrap();
-        let json: serde_json::Value = serde_json::from_str(&rtq_ok(&[
-            "compile",
-            model.to_str().unwrap(),
-            "-o",
-            out.path().to_str().unwrap(),
-            "--json",
-        ]))
-        .unwrap();
+        let json: serde_json::Value =
+            serde_json::from_str(&compile_ok(&model, out.path(), &["--json"])).unwrap();
         let nodes_in = json["graph"]["nodes_in"].as_u64().unwrap();
         let nodes_out = json["graph"]["nodes_out"].as_u64().unwrap();
         assert!(
@@ -86,16 +80,16 @@ fn int8_light_squeezenet_runs_in_onnxruntime() {
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x224x224", 5, 11);
     let out = tempfile::tempdir().unwrap();
-    rtq_ok(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--int8",
-        "--calib",
-        calib.path().to_str().unwrap(),
-        "-o",
-        out.path().to_str().unwrap(),
-        "--quiet",
-    ]);
+    compile_ok(
+        &model,
+        out.path(),
+        &[
+            "--int8",
+            "--calib",
+            calib.path().to_str().unwrap(),
+            "--quiet",
+        ],
+    );
     let c = compare(
         &out.path().join("light_squeezenet_int8.onnx"),
         &model,
@@ -123,18 +117,18 @@ fn pp_ocr_classifier_int8_agrees_with_fp32() {
     // it close to FP32, and rtq's executor must agree with onnxruntime on the result.
     for (method, min_cosine) in [("entropy", 0.9), ("percentile", 0.95)] {
         let out = tempfile::tempdir().unwrap();
-        let report: serde_json::Value = serde_json::from_str(&rtq_ok(&[
-            "compile",
-            model.to_str().unwrap(),
-            "--int8",
-            "--calib",
-            calib.path().to_str().unwrap(),
-            "--calib-method",
-            method,
-            "-o",
-            out.path().to_str().unwrap(),
-            "--json",
-        ]))
+        let report: serde_json::Value = serde_json::from_str(&compile_ok(
+            &model,
+            out.path(),
+            &[
+                "--int8",
+                "--calib",
+                calib.path().to_str().unwrap(),
+                "--calib-method",
+                method,
+                "--json",
+            ],
+        ))
         .unwrap();
         let rtq_cos = report["accuracy"][0]["outputs"][0]["cosine_min"]
             .as_f64()
@@ -169,16 +163,16 @@ fn pp_ocr_v4_detector_compiles_with_dynamic_dims() {
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x96x96", 6, 5);
     let out = tempfile::tempdir().unwrap();
-    rtq_ok(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--int8",
-        "--calib",
-        calib.path().to_str().unwrap(),
-        "-o",
-        out.path().to_str().unwrap(),
-        "--quiet",
-    ]);
+    compile_ok(
+        &model,
+        out.path(),
+        &[
+            "--int8",
+            "--calib",
+            calib.path().to_str().unwrap(),
+            "--quiet",
+        ],
+    );
     let int8 = out.path().join("ch_PP-OCRv4_det_infer_int8.onnx");
     let c = compare(&int8, &model, &inputs[4..]);
     assert!(c["qdq"].as_u64().unwrap() > 100, "{c}");

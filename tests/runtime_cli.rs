@@ -37,22 +37,22 @@ fn bench_reports_trtexec_style_statistics() {
 fn triton_repository_for_the_onnx_build() {
     let out = tempfile::tempdir().unwrap();
     let repo = tempfile::tempdir().unwrap();
-    rtq_ok(&[
-        "compile",
-        demo_model().to_str().unwrap(),
-        "--fp16",
-        "-o",
-        out.path().to_str().unwrap(),
-        "--triton-repo",
-        repo.path().to_str().unwrap(),
-        "--triton-name",
-        "tiny",
-        "--max-batch-size",
-        "8",
-        "--dynamic-batching",
-        "4,8",
-        "--quiet",
-    ]);
+    compile_ok(
+        &demo_model(),
+        out.path(),
+        &[
+            "--fp16",
+            "--triton-repo",
+            repo.path().to_str().unwrap(),
+            "--triton-name",
+            "tiny",
+            "--max-batch-size",
+            "8",
+            "--dynamic-batching",
+            "4,8",
+            "--quiet",
+        ],
+    );
     let config = std::fs::read_to_string(repo.path().join("tiny/config.pbtxt")).unwrap();
     assert!(
         config.contains("platform: \"onnxruntime_onnx\""),

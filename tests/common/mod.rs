@@ -98,3 +98,15 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// Runs `rtq compile MODEL -o OUT` with `extra` arguments, asserting success; returns stdout.
+pub fn compile_ok(model: &Path, out: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "compile",
+        model.to_str().expect("utf-8 path"),
+        "-o",
+        out.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    rtq_ok(&args)
+}
