@@ -5,8 +5,9 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use rtq_calib::{CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
-use rtq_ir::{Graph, ValueId};
+use rtq_ir::{Graph, Tensor, ValueId};
 use std::collections::HashMap;
+use std::sync::{mpsc, Arc};
 use std::time::Instant;
 
 /// Ranges and statistics gathered by [`calibrate`].
@@ -22,8 +23,26 @@ pub struct CalibrationResult {
     pub seconds: f64,
 }
 
+/// Computed tensors waiting for their collectors. Bounds what the pipeline adds to
+/// memory (a few activations), independently of the number of samples.
+const QUEUE_DEPTH: usize = 16;
+
+/// One computed tensor on its way to its collector.
+struct Observation {
+    /// Index into the calibration set's files.
+    file: usize,
+    /// Index into the targets (and collectors).
+    slot: usize,
+    tensor: Arc<Tensor>,
+}
+
 /// Streams the files `files` (indices into `set`) through `graph`, observing `targets`.
-/// Memory stays flat: one sample's activations at a time, histograms of fixed size.
+///
+/// Two stages run at once: the forward passes on the calling thread, and the range
+/// collectors on a second thread, fed tensors as the executor computes them (shared,
+/// not copied). Collectors see the tensors in the same order as a sequential run, so
+/// the ranges do not depend on the timing. Memory stays flat: one sample's
+/// activations plus a short queue, histograms of fixed size.
 pub fn calibrate(
     graph: &Graph,
     set: &CalibrationSet,
@@ -44,14 +63,93 @@ pub fn calibrate(
         show_progress,
         &format!("calibrating ({})", calibrator.name()),
     );
+    let describe = |o: &Observation, e: &dyn std::fmt::Display| {
+        format!(
+            "{}: tensor `{}`: {e}",
+            set.files()[o.file].display(),
+            graph.value(targets[o.slot]).name
+        )
+    };
+    let (forward, collected) = std::thread::scope(|scope| {
+        let (queue, incoming) = mpsc::sync_channel::<Observation>(QUEUE_DEPTH);
+        let collectors = &mut collectors;
+        let collector_stage = scope.spawn(move || -> Result<(), String> {
+            for o in incoming {
+                let converted;
+                let values = match o.tensor.as_f32() {
+                    Ok(values) => values,
+                    Err(_) => {
+                        converted = o.tensor.to_f32_vec();
+                        &converted
+                    }
+                };
+                collectors[o.slot]
+                    .observe(values)
+                    .map_err(|e| describe(&o, &e))?;
+            }
+            Ok(())
+        });
+        let forward = run_forward(&plan, set, files, &specs, &slot_of, &bar, queue);
+        let collected = collector_stage
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (forward, collected)
+    });
+    bar.finish_and_clear();
+    // A collector's error comes from an earlier tensor than any forward error.
+    collected.map_err(anyhow::Error::msg)?;
+    let samples = forward?;
+    if samples == 0 {
+        anyhow::bail!("calibration saw no samples");
+    }
+    let mut result = CalibrationResult {
+        samples,
+        ..Default::default()
+    };
+    // The threshold searches are independent: one per tensor, on every core.
+    let chosen: Vec<(f32, RangeStats)> = collectors
+        .par_iter_mut()
+        .enumerate()
+        .map(|(slot, collector)| {
+            let amax = collector
+                .amax()
+                .with_context(|| format!("tensor `{}`", graph.value(targets[slot]).name))?;
+            Ok((amax, collector.stats()))
+        })
+        .collect::<Result<_>>()?;
+    for (&v, (amax, stats)) in targets.iter().zip(chosen) {
+        result.ranges.insert(v, amax);
+        result.stats.push((v, stats));
+    }
+    result.seconds = start.elapsed().as_secs_f64();
+    Ok(result)
+}
+
+/// Runs every sample of `files` through `plan`, sending the observed tensors to
+/// `queue`; returns the number of samples. Stops early (without error) when the
+/// collector stage has stopped, which then reports why.
+fn run_forward(
+    plan: &rtq_exec::Plan,
+    set: &CalibrationSet,
+    files: &[usize],
+    specs: &[InputSpec],
+    slot_of: &HashMap<ValueId, usize>,
+    bar: &ProgressBar,
+    queue: mpsc::SyncSender<Observation>,
+) -> Result<usize> {
     let mut samples = 0usize;
     for &file in files {
-        let batch = set.load(file, &specs)?;
+        let batch = set.load(file, specs)?;
         for sample in batch {
-            let mut observed: Vec<Option<Vec<f32>>> = vec![None; targets.len()];
+            let mut stopped = false;
             plan.run_observed(&sample, &mut |v, t| {
-                if let Some(&slot) = slot_of.get(&v) {
-                    observed[slot] = Some(t.to_f32_vec());
+                if let (Some(&slot), false) = (slot_of.get(&v), stopped) {
+                    let o = Observation {
+                        file,
+                        slot,
+                        tensor: Arc::clone(t),
+                    };
+                    stopped = queue.send(o).is_err();
                 }
             })
             .with_context(|| {
@@ -60,46 +158,14 @@ pub fn calibrate(
                     set.files()[file].display()
                 )
             })?;
-            let results: Vec<Result<(), String>> = collectors
-                .par_iter_mut()
-                .zip(observed.par_iter())
-                .enumerate()
-                .map(|(slot, (collector, data))| match data {
-                    Some(d) => collector.observe(d).map_err(|e| {
-                        format!(
-                            "{}: tensor `{}`: {e}",
-                            set.files()[file].display(),
-                            graph.value(targets[slot]).name
-                        )
-                    }),
-                    None => Ok(()),
-                })
-                .collect();
-            if let Some(Err(e)) = results.into_iter().find(Result::is_err) {
-                anyhow::bail!(e);
+            if stopped {
+                return Ok(samples);
             }
             samples += 1;
         }
         bar.inc(1);
     }
-    bar.finish_and_clear();
-    if samples == 0 {
-        anyhow::bail!("calibration saw no samples");
-    }
-    let mut result = CalibrationResult {
-        samples,
-        ..Default::default()
-    };
-    for (slot, collector) in collectors.iter().enumerate() {
-        let v = targets[slot];
-        let amax = collector
-            .amax()
-            .with_context(|| format!("tensor `{}`", graph.value(v).name))?;
-        result.ranges.insert(v, amax);
-        result.stats.push((v, collector.stats()));
-    }
-    result.seconds = start.elapsed().as_secs_f64();
-    Ok(result)
+    Ok(samples)
 }
 
 /// A progress bar on stderr, hidden when `show` is false or stderr is not a terminal.

@@ -2,6 +2,25 @@
 
 mod commands;
 
+/// Executor buffers come and go at every node; mimalloc (with purging off, see
+/// [`keep_freed_memory`]) reuses freed pages instead of returning them to the OS,
+/// which saves a page fault per page per node.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `mi_option_purge_delay` in mimalloc.h's `mi_option_e` (the sys crate names no
+/// constant for it; mimalloc keeps option numbers stable and appends new ones).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Never hand freed memory back to the OS during a run. A calibration pass frees and
+/// reallocates the same activation sizes for every sample; purging them after the
+/// default delay made a third of ResNet-50's calibration time page faults. Peak
+/// memory is unchanged (freed blocks are reused, not accumulated).
+fn keep_freed_memory() {
+    // SAFETY: plain option setter, called before any other thread exists.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+}
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -35,6 +54,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compile(args) => commands::compile::run(*args),

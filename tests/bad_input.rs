@@ -165,6 +165,49 @@ onnx.save(m, r"{}")
 }
 
 #[test]
+fn nan_computed_inside_the_graph_names_tensor_and_sample() {
+    if skip_python() {
+        return;
+    }
+    // Sqrt of a negative input gives NaN in an intermediate tensor: the calibration
+    // stage that histograms it (a thread of its own) must stop the run with an error
+    // naming the tensor and the sample, leaving no output.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("sqrt.onnx");
+    let calib = dir.path().join("calib");
+    std::fs::create_dir(&calib).unwrap();
+    let script = format!(
+        r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+n1 = helper.make_node("Sqrt", ["x"], ["root"], name="sqrt")
+n2 = helper.make_node("MatMul", ["root", "w"], ["y"], name="mm")
+g = helper.make_graph([n1, n2], "g",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), r"{model}")
+for i in range(6):
+    np.save(r"{calib}/s%d.npy" % i, np.full((1, 4), 1.0 if i != 3 else -1.0, np.float32))
+"#,
+        model = model.display(),
+        calib = calib.display()
+    );
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = tempfile::tempdir().unwrap();
+    let err = compile_int8(&model, &calib, out.path());
+    assert!(
+        err.contains("s3.npy") && err.contains("`root`") && err.contains("NaN"),
+        "{err}"
+    );
+    assert_no_outputs(out.path());
+}
+
+#[test]
 fn unwritable_output_and_missing_calib_flag() {
     let err = rtq_fails(&[
         "compile",

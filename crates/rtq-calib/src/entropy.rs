@@ -48,68 +48,95 @@ pub fn kl_divergences(hist: &[u64], levels: usize) -> Vec<f64> {
     if levels == 0 || n < levels {
         return Vec::new();
     }
-    // prefix[j] = sum(hist[..j]); nonzero[j] = bins of hist[..j] that are > 0.
+    // prefix[j] = sum(hist[..j]); nonzero[j] = bins of hist[..j] that are > 0;
+    // clnc[j] = sum(c ln c) over hist[..j]. With them every group's part of the
+    // divergence costs O(1).
     let mut prefix = Vec::with_capacity(n + 1);
     let mut nonzero = Vec::with_capacity(n + 1);
+    let mut clnc = Vec::with_capacity(n + 1);
     prefix.push(0u64);
     nonzero.push(0usize);
+    clnc.push(0.0f64);
     for &c in hist {
         prefix.push(prefix[prefix.len() - 1] + c);
         nonzero.push(nonzero[nonzero.len() - 1] + usize::from(c > 0));
+        let term = if c > 0 {
+            c as f64 * (c as f64).ln()
+        } else {
+            0.0
+        };
+        clnc.push(clnc[clnc.len() - 1] + term);
     }
     let total = prefix[n];
     if total == 0 {
         return Vec::new();
     }
     let total_f = total as f64;
-    // P_j ln P_j is what varies inside a group whose Q is constant.
-    let ln_hist: Vec<f64> = hist
-        .iter()
-        .map(|&c| if c > 0 { (c as f64).ln() } else { 0.0 })
-        .collect();
 
+    let ln_total = total_f.ln();
+
+    // For a fixed group width m = i / levels, every candidate i in
+    // [levels*m, levels*(m+1)) shares the boundaries and the content of groups
+    // 0..levels-1: only the last group (which ends at i and takes the outliers)
+    // differs. Times `total`, group g contributes
+    //   C_g - G_g (ln G_g - ln s_g) - G_g (ln total - ln kept)
+    // (C_g = sum c ln c, G_g = sum c, s_g = non-zero bins), so the shared groups
+    // reduce to one sum per m, and each candidate costs O(1).
+    let mut shared: Option<(usize, f64)> = None;
     let mut out = Vec::with_capacity(n - levels + 1);
     for i in levels..=n {
         let kept = prefix[i];
         let outliers = total - kept;
         let m = i / levels;
-        let mut kl = 0.0f64;
-        for g in 0..levels {
-            let start = g * m;
-            let end = if g + 1 == levels { i } else { start + m };
-            let group_total = prefix[end] - prefix[start];
-            // Bins where P > 0: hist's non-zero bins, plus the last kept bin
-            // when it is empty in hist but receives outliers.
-            let mut support = nonzero[end] - nonzero[start];
-            let last_gets_outliers = end == i && outliers > 0;
-            if last_gets_outliers && hist[i - 1] == 0 {
-                support += 1;
-            }
-            // Normalised Q on this group's support: total / support / kept.
-            let q = if group_total > 0 {
-                group_total as f64 / support as f64 / kept as f64
-            } else {
-                0.0
-            };
-            let inner_end = if last_gets_outliers { end - 1 } else { end };
-            if group_total > 0 {
-                // sum over bins of p ln(p/q), p = c / total:
-                // (1/total) * sum c (ln c - ln(total * q)).
-                let ln_tq = (total_f * q).ln();
-                let mut acc = 0.0f64;
-                for j in start..inner_end {
-                    let c = hist[j];
-                    if c > 0 {
-                        acc += c as f64 * (ln_hist[j] - ln_tq);
+        let shared_sum = match shared {
+            Some((width, sum)) if width == m => sum,
+            _ => {
+                let mut sum = 0.0f64;
+                for g in 0..levels - 1 {
+                    let (start, end) = (g * m, (g + 1) * m);
+                    let group_total = prefix[end] - prefix[start];
+                    if group_total > 0 {
+                        let support = (nonzero[end] - nonzero[start]) as f64;
+                        let g_f = group_total as f64;
+                        sum += (clnc[end] - clnc[start]) - g_f * (g_f / support).ln();
                     }
                 }
-                kl += acc / total_f;
+                shared = Some((m, sum));
+                sum
             }
-            if last_gets_outliers {
-                let p = (hist[i - 1] + outliers) as f64 / total_f;
-                let q_last = if q > 0.0 { q } else { KL_EPSILON };
-                kl += p * (p / q_last).ln();
-            }
+        };
+        let shared_start = (levels - 1) * m;
+        let ln_kept = if kept > 0 { (kept as f64).ln() } else { 0.0 };
+        let mut kl = (shared_sum - prefix[shared_start] as f64 * (ln_total - ln_kept)) / total_f;
+
+        // The last group: [shared_start, i), plus the outliers in bin i-1.
+        let (start, end) = (shared_start, i);
+        let group_total = prefix[end] - prefix[start];
+        // Bins where P > 0: hist's non-zero bins, plus the last kept bin
+        // when it is empty in hist but receives outliers.
+        let mut support = nonzero[end] - nonzero[start];
+        let last_gets_outliers = outliers > 0;
+        if last_gets_outliers && hist[i - 1] == 0 {
+            support += 1;
+        }
+        // Normalised Q on this group's support: total / support / kept.
+        let q = if group_total > 0 {
+            group_total as f64 / support as f64 / kept as f64
+        } else {
+            0.0
+        };
+        let inner_end = if last_gets_outliers { end - 1 } else { end };
+        if group_total > 0 {
+            // sum over bins of p ln(p/q), p = c / total:
+            // (1/total) * sum c (ln c - ln(total * q)), from the prefix sums.
+            let ln_tq = (total_f * q).ln();
+            let kept_in_group = (prefix[inner_end] - prefix[start]) as f64;
+            kl += ((clnc[inner_end] - clnc[start]) - ln_tq * kept_in_group) / total_f;
+        }
+        if last_gets_outliers {
+            let p = (hist[i - 1] + outliers) as f64 / total_f;
+            let q_last = if q > 0.0 { q } else { KL_EPSILON };
+            kl += p * (p / q_last).ln();
         }
         out.push(kl);
     }

@@ -47,10 +47,27 @@ impl<R: HistogramRule> HistogramCollector<R> {
 
 impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
     fn observe(&mut self, values: &[f32]) -> Result<(), CalibError> {
-        let Some(batch) = BatchSummary::scan(values)? else {
+        if values.is_empty() {
             return Ok(());
+        }
+        let batch = if self.hist.range() > 0.0 {
+            // One pass: scan and count against the current range, which usually
+            // covers the batch; only a batch beyond it is counted again.
+            let counted = self.hist.count(values);
+            let batch = BatchSummary::checked(counted.extremes, values.len())?;
+            if f64::from(batch.absmax()) <= self.hist.range() {
+                self.hist.add_counted(&counted);
+            } else {
+                self.hist.add(values, batch.absmax());
+            }
+            batch
+        } else {
+            let Some(batch) = BatchSummary::scan(values)? else {
+                return Ok(());
+            };
+            self.hist.add(values, batch.absmax());
+            batch
         };
-        self.hist.add(values, batch.absmax());
         self.observed.add(batch, values.len());
         self.cached.set(None);
         Ok(())
@@ -125,5 +142,25 @@ mod tests {
         c.observe(&[]).unwrap();
         assert_eq!(c.amax().unwrap(), ZERO_RANGE_AMAX);
         assert_eq!(c.histogram().counts()[0], 16);
+    }
+
+    #[test]
+    fn one_pass_and_regrowth_paths_agree_with_the_histogram() {
+        // Batches inside the current range take the one-pass path; the third one
+        // exceeds it and is counted again after the range doubles.
+        let batches: [&[f32]; 4] = [&[1.0, -0.25], &[0.5, 0.75, -1.0], &[2.5, 0.1], &[-0.3]];
+        let mut c = HistogramCollector::new(128, Half);
+        let mut reference = AbsHistogram::new(128);
+        for b in batches {
+            c.observe(b).unwrap();
+            let absmax = b.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            reference.add(b, absmax);
+        }
+        assert_eq!(c.histogram(), &reference);
+        assert_eq!(c.histogram().range(), 4.0);
+        // A non-finite batch inside the range leaves everything unchanged too.
+        let before = c.histogram().clone();
+        assert!(c.observe(&[0.5, f32::INFINITY]).is_err());
+        assert_eq!(c.histogram(), &before);
     }
 }

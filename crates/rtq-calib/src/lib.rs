@@ -14,6 +14,7 @@
 
 mod amax;
 mod cache;
+mod chunked;
 mod collector;
 pub mod dataset;
 mod entropy;
@@ -26,6 +27,7 @@ mod observed;
 mod options;
 mod percentile;
 mod registry;
+mod scan;
 #[cfg(test)]
 mod test_util;
 

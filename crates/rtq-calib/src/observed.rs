@@ -1,5 +1,6 @@
 //! Running min / max / count over the batches a collector has seen.
 
+use crate::scan::Extremes;
 use crate::{CalibError, RangeStats};
 
 /// Summary of one batch: its extremes, checked to be finite.
@@ -18,26 +19,29 @@ impl BatchSummary {
     }
 
     /// Scans `values` once; `None` for an empty batch, an error if any value is NaN/Inf.
+    ///
+    /// Large batches are split over rayon's threads ([`crate::chunked`]).
     pub fn scan(values: &[f32]) -> Result<Option<BatchSummary>, CalibError> {
         if values.is_empty() {
             return Ok(None);
         }
-        let mut min = f32::INFINITY;
-        let mut max = f32::NEG_INFINITY;
-        let mut bad = 0usize;
-        for &x in values {
-            // `min`/`max` ignore NaN; the count below catches it.
-            min = min.min(x);
-            max = max.max(x);
-            bad += usize::from(!x.is_finite());
-        }
-        if bad > 0 {
+        let extremes = crate::chunked::map_reduce(values, Extremes::of, Extremes::merge);
+        BatchSummary::checked(extremes, values.len()).map(Some)
+    }
+
+    /// The summary of a batch of `total` values with these extremes; an error if
+    /// any was NaN/Inf.
+    pub fn checked(extremes: Extremes, total: usize) -> Result<BatchSummary, CalibError> {
+        if extremes.bad > 0 {
             return Err(CalibError::NonFinite {
-                count: bad,
-                total: values.len(),
+                count: extremes.bad,
+                total,
             });
         }
-        Ok(Some(BatchSummary { min, max }))
+        Ok(BatchSummary {
+            min: extremes.min,
+            max: extremes.max,
+        })
     }
 }
 

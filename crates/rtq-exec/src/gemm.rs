@@ -1,5 +1,5 @@
-//! A bounds-checked wrapper over `matrixmultiply::sgemm` (which multithreads large
-//! products itself).
+//! A bounds-checked wrapper over the `gemm` crate's SGEMM (runtime-selected AVX2 /
+//! AVX-512 / NEON kernels; large products are split over rayon's threads).
 
 /// A read-only strided matrix view.
 #[derive(Clone, Copy)]
@@ -78,21 +78,28 @@ pub(crate) fn sgemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32]
     // dimensions and strides lies inside `a.data`, `b.data` and `c`; `c` is borrowed
     // mutably and cannot alias the shared operands.
     unsafe {
-        matrixmultiply::sgemm(
+        // gemm computes dst := alpha * dst + beta * lhs * rhs, reading dst only when
+        // asked to; its strides are (column, row).
+        gemm::gemm(
             m,
-            k,
             n,
-            alpha,
-            a.data.as_ptr(),
-            a.row_stride as isize,
-            a.col_stride as isize,
-            b.data.as_ptr(),
-            b.row_stride as isize,
-            b.col_stride as isize,
-            beta,
+            k,
             c.as_mut_ptr(),
-            ldc as isize,
             1,
+            ldc as isize,
+            beta != 0.0,
+            a.data.as_ptr(),
+            a.col_stride as isize,
+            a.row_stride as isize,
+            b.data.as_ptr(),
+            b.col_stride as isize,
+            b.row_stride as isize,
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            gemm::Parallelism::Rayon(0),
         );
     }
 }

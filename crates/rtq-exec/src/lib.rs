@@ -33,5 +33,5 @@ mod strided;
 mod test_util;
 
 pub use error::ExecError;
-pub use plan::Plan;
+pub use plan::{Observer, Plan};
 pub use registry::{eval_node, supported_ops, supports, supports_node};

@@ -51,10 +51,14 @@ pub struct Plan {
     dead_slots: Vec<bool>,
 }
 
-/// A value held during a run: borrowed (feeds, constants) or computed.
+/// Receives every fed input and computed value of a run ([`Plan::run_observed`]).
+pub type Observer<'a> = dyn FnMut(ValueId, &Arc<Tensor>) + 'a;
+
+/// A value held during a run: borrowed (feeds, constants) or computed (shared with
+/// any observer that kept it).
 enum Held<'a> {
     Ref(&'a Tensor),
-    Owned(Tensor),
+    Owned(Arc<Tensor>),
 }
 
 impl Held<'_> {
@@ -212,20 +216,30 @@ impl Plan {
     /// Runs the graph with `feeds` (by graph-input name) and returns the graph outputs
     /// in order.
     pub fn run(&self, feeds: &[(String, Tensor)]) -> Result<Vec<Tensor>, ExecError> {
-        self.run_observed(feeds, &mut |_, _| {})
+        self.execute(feeds, None)
     }
 
     /// Same as [`Plan::run`], calling `observe(value_id, &tensor)` for every fed input
-    /// and every value a node computes, before it may be freed.
+    /// and every value a node computes, before it may be freed. The observer may keep
+    /// a computed tensor (clone the `Arc`) without copying it; fed inputs are copied
+    /// once into an `Arc` for the call.
     pub fn run_observed(
         &self,
         feeds: &[(String, Tensor)],
-        observe: &mut dyn FnMut(ValueId, &Tensor),
+        observe: &mut Observer<'_>,
+    ) -> Result<Vec<Tensor>, ExecError> {
+        self.execute(feeds, Some(observe))
+    }
+
+    fn execute(
+        &self,
+        feeds: &[(String, Tensor)],
+        mut observe: Option<&mut Observer<'_>>,
     ) -> Result<Vec<Tensor>, ExecError> {
         let mut slots: Vec<Option<Held<'_>>> = Vec::with_capacity(self.slot_values.len());
         slots.resize_with(self.slot_values.len(), || None);
 
-        self.bind_feeds(feeds, &mut slots, observe)?;
+        self.bind_feeds(feeds, &mut slots, &mut observe)?;
 
         for step in &self.steps {
             let outs = {
@@ -245,7 +259,10 @@ impl Plan {
                 run_kernel(step.kernel, &step.node, &ins)?
             };
             for (&slot, t) in step.outputs.iter().zip(outs) {
-                observe(self.slot_values[slot], &t);
+                let t = Arc::new(t);
+                if let Some(observe) = observe.as_mut() {
+                    observe(self.slot_values[slot], &t);
+                }
                 if !self.dead_slots[slot] {
                     slots[slot] = Some(Held::Owned(t));
                 }
@@ -262,7 +279,9 @@ impl Plan {
                 Source::Slot(s) => {
                     let used_again = self.outputs[i + 1..].iter().any(|(_, o)| *o == *src);
                     match slots[s].take() {
-                        Some(Held::Owned(t)) if !used_again => t,
+                        Some(Held::Owned(t)) if !used_again => {
+                            Arc::try_unwrap(t).unwrap_or_else(|shared| (*shared).clone())
+                        }
                         Some(held) => {
                             let t = held.get().clone();
                             slots[s] = Some(held);
@@ -285,7 +304,7 @@ impl Plan {
         &'a self,
         feeds: &'a [(String, Tensor)],
         slots: &mut [Option<Held<'a>>],
-        observe: &mut dyn FnMut(ValueId, &Tensor),
+        observe: &mut Option<&mut Observer<'_>>,
     ) -> Result<(), ExecError> {
         let mut fed: Vec<Option<&Tensor>> = vec![None; self.inputs.len()];
         for (name, t) in feeds {
@@ -306,7 +325,9 @@ impl Plan {
             let t = match (t, &input.default) {
                 (Some(t), _) => {
                     input.decl.check(t)?;
-                    observe(input.id, t);
+                    if let Some(observe) = observe.as_mut() {
+                        observe(input.id, &Arc::new(t.clone()));
+                    }
                     t
                 }
                 (None, Some(d)) => &**d,
@@ -396,7 +417,9 @@ mod tests {
         let x = Tensor::from_f32(vec![3], vec![-1.0, 2.0, -3.0]);
         let mut seen = Vec::new();
         let out = plan
-            .run_observed(&[("x".into(), x)], &mut |id, t| seen.push((id, t.clone())))
+            .run_observed(&[("x".into(), x)], &mut |id, t| {
+                seen.push((id, (**t).clone()))
+            })
             .unwrap();
         assert_eq!(out[0].as_f32().unwrap(), &[0.0, -2.0, 0.0]);
         assert_eq!(out[1].as_f32().unwrap(), &[0.0, 2.0, 0.0]);

@@ -139,7 +139,7 @@ fn classifier_outputs_and_observed_intermediates() {
     let mut seen: Vec<(ValueId, Tensor)> = Vec::new();
     let out = plan
         .run_observed(&[("x".to_string(), input(DType::F32))], &mut |id, t| {
-            seen.push((id, t.clone()))
+            seen.push((id, (**t).clone()))
         })
         .unwrap();
     let probs = out[0].as_f32().unwrap();

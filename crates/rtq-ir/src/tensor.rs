@@ -133,6 +133,32 @@ impl TensorData {
         }
     }
 
+    /// Every element as f64 (strings read as NaN); one pass per variant, unlike
+    /// repeated [`TensorData::get_f64`].
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        macro_rules! widen {
+            ($v:expr, $f:expr) => {
+                $v.iter().map($f).collect()
+            };
+        }
+        match self {
+            TensorData::F32(v) => widen!(v, |&x| x as f64),
+            TensorData::F16(v) => widen!(v, |x| x.to_f64()),
+            TensorData::BF16(v) => widen!(v, |x| x.to_f64()),
+            TensorData::F64(v) => v.clone(),
+            TensorData::I8(v) => widen!(v, |&x| x as f64),
+            TensorData::U8(v) => widen!(v, |&x| x as f64),
+            TensorData::I16(v) => widen!(v, |&x| x as f64),
+            TensorData::U16(v) => widen!(v, |&x| x as f64),
+            TensorData::I32(v) => widen!(v, |&x| x as f64),
+            TensorData::U32(v) => widen!(v, |&x| x as f64),
+            TensorData::I64(v) => widen!(v, |&x| x as f64),
+            TensorData::U64(v) => widen!(v, |&x| x as f64),
+            TensorData::Bool(v) => widen!(v, |&x| x as u8 as f64),
+            TensorData::String(v) => vec![f64::NAN; v.len()],
+        }
+    }
+
     /// Element `i` as i64 (floats truncate toward zero; strings read as 0).
     pub fn get_i64(&self, i: usize) -> i64 {
         match self {
@@ -172,6 +198,16 @@ impl TensorData {
             return self.clone();
         }
         let n = self.len();
+        match (dtype, self) {
+            (DType::F32, TensorData::F64(v)) => {
+                TensorData::F32(v.iter().map(|&x| x as f32).collect())
+            }
+            (DType::F64, _) => TensorData::F64(self.to_f64_vec()),
+            _ => self.cast_elementwise(dtype, n),
+        }
+    }
+
+    fn cast_elementwise(&self, dtype: DType, n: usize) -> TensorData {
         match dtype {
             DType::F32 => TensorData::F32((0..n).map(|i| self.get_f64(i) as f32).collect()),
             DType::F16 => TensorData::F16((0..n).map(|i| f16::from_f64(self.get_f64(i))).collect()),

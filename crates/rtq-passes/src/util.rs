@@ -8,8 +8,7 @@ pub(crate) fn float_values(t: &Tensor) -> Option<Vec<f64>> {
     if !t.dtype().is_float() {
         return None;
     }
-    let data = t.data();
-    Some((0..data.len()).map(|i| data.get_f64(i)).collect())
+    Some(t.data().to_f64_vec())
 }
 
 /// A tensor of `dtype` and `shape` holding `values` (rounded to `dtype`).

@@ -2,8 +2,12 @@
 
 /// Quantizes `x / scale` to int8 with round-half-to-even and narrow-range clamping to [-127, 127].
 pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
-    let q = (x / scale).round_ties_even();
-    q.clamp(-127.0, 127.0) as i8
+    // Clamping first keeps |q| small, where adding and removing 1.5 * 2^23 rounds to
+    // the nearest integer with ties to even (IEEE-754's default rounding) -- the same
+    // as `round_ties_even`, which is a libm call on baseline x86-64.
+    const ROUNDER: f32 = 12_582_912.0;
+    let q = (x / scale).clamp(-127.0, 127.0);
+    ((q + ROUNDER) - ROUNDER) as i8
 }
 
 /// Per-channel symmetric quantization of `data` (row-major `shape`) along `axis`.
@@ -12,10 +16,12 @@ pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
 pub fn quantize_per_channel(data: &[f32], shape: &[usize], axis: usize) -> (Vec<i8>, Vec<f32>) {
     let channels = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
+    // Row k of `inner` consecutive values belongs to channel k % channels.
+    let rows = || data.chunks(inner.max(1)).enumerate();
     let mut amax = vec![0f32; channels];
-    for (i, &v) in data.iter().enumerate() {
-        let c = (i / inner) % channels;
-        amax[c] = amax[c].max(v.abs());
+    for (k, row) in rows() {
+        let c = k % channels;
+        amax[c] = row.iter().fold(amax[c], |m, &v| m.max(v.abs()));
     }
     let scales: Vec<f32> = amax
         .iter()
@@ -27,11 +33,11 @@ pub fn quantize_per_channel(data: &[f32], shape: &[usize], axis: usize) -> (Vec<
             }
         })
         .collect();
-    let q = data
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| quantize_symmetric(v, scales[(i / inner) % channels]))
-        .collect();
+    let mut q = Vec::with_capacity(data.len());
+    for (k, row) in rows() {
+        let scale = scales[k % channels];
+        q.extend(row.iter().map(|&v| quantize_symmetric(v, scale)));
+    }
     (q, scales)
 }
 
