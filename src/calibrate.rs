@@ -23,9 +23,14 @@ pub struct CalibrationResult {
     pub seconds: f64,
 }
 
-/// Computed tensors waiting for their collectors. Bounds what the pipeline adds to
-/// memory (a few activations), independently of the number of samples.
-const QUEUE_DEPTH: usize = 16;
+/// Batches of computed tensors waiting for their collectors. With [`BATCH_BYTES`] this
+/// bounds what the pipeline adds to memory, independently of the number of samples.
+const QUEUE_DEPTH: usize = 4;
+
+/// Tensors are handed over in batches of about this many bytes (or one sample's, if
+/// smaller): one hand-over per tensor would wake the collector thread hundreds of
+/// times per sample on small models.
+const BATCH_BYTES: usize = 4 << 20;
 
 /// One computed tensor on its way to its collector.
 struct Observation {
@@ -42,7 +47,8 @@ struct Observation {
 /// collectors on a second thread, fed tensors as the executor computes them (shared,
 /// not copied). Collectors see the tensors in the same order as a sequential run, so
 /// the ranges do not depend on the timing. Memory stays flat: one sample's
-/// activations plus a short queue, histograms of fixed size.
+/// activations plus a short queue (at most about
+/// `QUEUE_DEPTH * BATCH_BYTES`), histograms of fixed size.
 pub fn calibrate(
     graph: &Graph,
     set: &CalibrationSet,
@@ -71,10 +77,10 @@ pub fn calibrate(
         )
     };
     let (forward, collected) = std::thread::scope(|scope| {
-        let (queue, incoming) = mpsc::sync_channel::<Observation>(QUEUE_DEPTH);
+        let (queue, incoming) = mpsc::sync_channel::<Vec<Observation>>(QUEUE_DEPTH);
         let collectors = &mut collectors;
         let collector_stage = scope.spawn(move || -> Result<(), String> {
-            for o in incoming {
+            for o in incoming.into_iter().flatten() {
                 let converted;
                 let values = match o.tensor.as_f32() {
                     Ok(values) => values,
@@ -135,21 +141,27 @@ fn run_forward(
     specs: &[InputSpec],
     slot_of: &HashMap<ValueId, usize>,
     bar: &ProgressBar,
-    queue: mpsc::SyncSender<Observation>,
+    queue: mpsc::SyncSender<Vec<Observation>>,
 ) -> Result<usize> {
     let mut samples = 0usize;
     for &file in files {
         let batch = set.load(file, specs)?;
         for sample in batch {
             let mut stopped = false;
+            let mut pending = Vec::new();
+            let mut pending_bytes = 0usize;
             plan.run_observed(&sample, &mut |v, t| {
                 if let (Some(&slot), false) = (slot_of.get(&v), stopped) {
-                    let o = Observation {
+                    pending_bytes += t.byte_size();
+                    pending.push(Observation {
                         file,
                         slot,
                         tensor: Arc::clone(t),
-                    };
-                    stopped = queue.send(o).is_err();
+                    });
+                    if pending_bytes >= BATCH_BYTES {
+                        stopped = queue.send(std::mem::take(&mut pending)).is_err();
+                        pending_bytes = 0;
+                    }
                 }
             })
             .with_context(|| {
@@ -158,6 +170,9 @@ fn run_forward(
                     set.files()[file].display()
                 )
             })?;
+            if !pending.is_empty() && !stopped {
+                stopped = queue.send(pending).is_err();
+            }
             if stopped {
                 return Ok(samples);
             }

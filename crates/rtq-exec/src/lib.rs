@@ -11,7 +11,7 @@
 //! rounding to half precision at every op boundary. Integer tensors are supported where
 //! ONNX models use them (shape arithmetic, indices, comparisons, Q/DQ).
 //!
-//! Convolutions and matrix products run on `matrixmultiply`'s multithreaded SGEMM;
+//! Convolutions and matrix products run on the `gemm` crate's multithreaded SGEMM;
 //! elementwise, pooling and data-movement kernels use rayon for big tensors.
 
 #![warn(missing_docs)]

@@ -22,7 +22,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 const COL_BUDGET: usize = 1 << 22;
 /// Smallest output tile when the buffer budget forces tiling.
 const MIN_TILE: usize = 256;
-/// SGEMM problems below this size (m*k + k*n) run single-threaded in matrixmultiply, so
+/// SGEMM problems below this size (m*k + k*n) run single-threaded in the gemm crate, so
 /// independent ones are spread over rayon instead.
 const SMALL_GEMM: usize = 1 << 15;
 

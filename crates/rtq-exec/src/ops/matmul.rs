@@ -16,7 +16,7 @@ use rtq_ir::Tensor;
 /// Matrix-product kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("MatMul", matmul), ("Gemm", gemm)];
 
-/// SGEMM problems below this size run single-threaded in matrixmultiply, so a batch of
+/// SGEMM problems below this size run single-threaded in the gemm crate, so a batch of
 /// them is spread over rayon instead.
 const SMALL_GEMM: usize = 1 << 15;
 
