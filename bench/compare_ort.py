@@ -8,7 +8,9 @@ records:
 * wall time of calibration + quantization (rtq: the whole ``rtq compile`` process,
   model loading, optimisation and file writing included; onnxruntime: the
   ``quantize_static`` call alone, measured inside its process, so Python start-up and
-  imports are *not* charged to it -- the comparison is conservative for rtq);
+  imports are *not* charged to it -- the comparison is conservative for rtq). Runs
+  shorter than 5 s are repeated (3 times by default, ``--repeat``) and the fastest
+  kept, for both tools alike;
 * peak RSS of that child process (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a
   fresh intermediate "meter" process per measurement, so maxima never carry over from
   one run to the next);
@@ -382,6 +384,27 @@ def metered(cmd: list[str], timeout: float) -> dict:
     return json.loads(lines[-1])
 
 
+def tool_seconds(tool: str, m: dict) -> float:
+    """The time charged to a tool for one metered run (see the module docs)."""
+    if tool == "rtq":
+        return m["wall_s"]
+    return json.loads(m["stdout"].strip().splitlines()[-1])["seconds"]
+
+
+def measured(cmd: list[str], tool: str, args) -> dict:
+    """Runs `cmd` metered; runs that take under `--repeat-under` seconds are repeated
+    (up to `--repeat` times, the same for both tools) and the fastest is kept: a
+    sub-second process is at the mercy of the scheduler on a small machine."""
+    runs = [metered(cmd, args.timeout)]
+    while (runs[0]["rc"] == 0 and len(runs) < args.repeat
+           and tool_seconds(tool, runs[0]) < args.repeat_under):
+        runs.append(metered(cmd, args.timeout))
+    ok = [r for r in runs if r["rc"] == 0]
+    best = dict(min(ok, key=lambda r: tool_seconds(tool, r)) if ok else runs[-1])
+    best["repeats"] = len(runs)
+    return best
+
+
 def ort_quantize_main(argv: list[str]) -> int:
     """Child mode: runs onnxruntime's quantize_static once and prints its timing as JSON."""
     ap = argparse.ArgumentParser(prog="compare_ort.py _ort_quantize")
@@ -614,10 +637,10 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
                 out_model = os.path.join(out_dir, f"{spec.name}_ort_{method}.onnx")
                 cmd = [sys.executable, os.path.abspath(__file__), "_ort_quantize", "--model", ort_model,
                        "--calib", calib_dir, "--method", method, "--out", out_model]
-            m = metered(cmd, args.timeout)
+            m = measured(cmd, tool, args)
             run = {"tool": tool, "method": method, "samples": n, "process_s": m["wall_s"],
                    "peak_rss_mib": m["maxrss_kib"] / 1024.0, "cpu_s": m.get("user_s", 0) + m.get("sys_s", 0),
-                   "rc": m["rc"]}
+                   "rc": m["rc"], "repeats": m["repeats"]}
             if m["rc"] != 0:
                 run["error"] = (m["stderr"] or m["stdout"])[-1500:]
                 failures += 1
@@ -805,6 +828,9 @@ def parse_args(argv: list[str]):
     ap.add_argument("--ort-methods", default="entropy,minmax", help="quantize_static calibrate_method values")
     ap.add_argument("--seed", type=int, default=20261202, help="seed of the generated samples")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per child process")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="runs shorter than --repeat-under are repeated up to this many times; fastest kept")
+    ap.add_argument("--repeat-under", type=float, default=5.0, help="seconds (see --repeat)")
     ap.add_argument("--json", help="write every measurement to this file")
     ap.add_argument("--keep", help="keep the work files (samples, models) in this directory")
     args = ap.parse_args(argv)

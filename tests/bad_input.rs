@@ -143,11 +143,7 @@ onnx.save(m, r"{}")
 "#,
         path.display()
     );
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    python_inline(&script);
     let out = tempfile::tempdir().unwrap();
     let err = rtq_fails(&[
         "compile",
@@ -193,11 +189,7 @@ for i in range(6):
         model = model.display(),
         calib = calib.display()
     );
-    let ok = std::process::Command::new("python3")
-        .args(["-c", &script])
-        .status()
-        .unwrap();
-    assert!(ok.success());
+    python_inline(&script);
     let out = tempfile::tempdir().unwrap();
     let err = compile_int8(&model, &calib, out.path());
     assert!(

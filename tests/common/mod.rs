@@ -72,6 +72,20 @@ pub fn python(script: &str, args: &[&Path]) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// Runs inline Python code (`python3 -c`), asserting success; returns stdout.
+pub fn python_inline(code: &str) -> String {
+    let out = Command::new("python3")
+        .args(["-c", code])
+        .output()
+        .expect("python3 runs (install requirements-test.txt, or set RTQ_SKIP_PYTHON_TESTS=1)");
+    assert!(
+        out.status.success(),
+        "inline Python failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
 /// A directory of a Python package (e.g. `onnx` + `backend/test/data/light`).
 pub fn python_package_dir(module: &str, sub: &str) -> PathBuf {
     let code = format!(
