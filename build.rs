@@ -15,6 +15,10 @@ fn main() {
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=RTQ_GIT_REVISION={revision}");
+    // Rebuild the revision string when HEAD moves (a commit, a checkout).
+    for path in git_head_files() {
+        println!("cargo:rerun-if-changed={path}");
+    }
 
     let features: Vec<String> = std::env::vars()
         .filter_map(|(k, _)| {
@@ -41,4 +45,24 @@ fn main() {
             ),
         }
     }
+}
+
+/// The files whose change means HEAD names another commit: `HEAD` itself, the branch
+/// it points to, and `packed-refs` (those that exist).
+fn git_head_files() -> Vec<String> {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_string())
+    };
+    let mut refs = vec!["HEAD".to_string(), "packed-refs".to_string()];
+    refs.extend(git(&["symbolic-ref", "-q", "HEAD"]));
+    refs.iter()
+        .filter_map(|r| git(&["rev-parse", "--git-path", r]))
+        .filter(|p| std::path::Path::new(p).exists())
+        .collect()
 }

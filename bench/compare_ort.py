@@ -10,7 +10,7 @@ records:
   ``quantize_static`` call alone, measured inside its process, so Python start-up and
   imports are *not* charged to it -- the comparison is conservative for rtq). Runs
   shorter than 5 s are repeated (3 times by default, ``--repeat``) and the fastest
-  kept, for both tools alike;
+  time kept, for both tools alike (peak RSS: the largest over the repeats);
 * peak RSS of that child process (``getrusage(RUSAGE_CHILDREN).ru_maxrss`` read by a
   fresh intermediate "meter" process per measurement, so maxima never carry over from
   one run to the next);
@@ -402,6 +402,8 @@ def measured(cmd: list[str], tool: str, args) -> dict:
     ok = [r for r in runs if r["rc"] == 0]
     best = dict(min(ok, key=lambda r: tool_seconds(tool, r)) if ok else runs[-1])
     best["repeats"] = len(runs)
+    # Memory is judged on the worst run, not the fastest one.
+    best["maxrss_kib"] = max(r["maxrss_kib"] for r in runs)
     return best
 
 

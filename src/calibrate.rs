@@ -25,12 +25,12 @@ pub struct CalibrationResult {
 
 /// Batches of computed tensors waiting for their collectors. With [`BATCH_BYTES`] this
 /// bounds what the pipeline adds to memory, independently of the number of samples.
-const QUEUE_DEPTH: usize = 4;
+const QUEUE_DEPTH: usize = 2;
 
 /// Tensors are handed over in batches of about this many bytes (or one sample's, if
 /// smaller): one hand-over per tensor would wake the collector thread hundreds of
 /// times per sample on small models.
-const BATCH_BYTES: usize = 4 << 20;
+const BATCH_BYTES: usize = 1 << 20;
 
 /// One computed tensor on its way to its collector.
 struct Observation {
