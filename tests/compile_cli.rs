@@ -140,28 +140,45 @@ fn every_calibration_method_builds() {
 
 #[test]
 fn same_input_gives_byte_identical_outputs() {
-    let build = || {
+    // Calibration runs the forward passes and the range collectors on different
+    // threads and splits large tensors over rayon's pool: neither the timing nor the
+    // thread count may change a single byte.
+    let build = |threads: Option<&str>| {
         let out = tempfile::tempdir().unwrap();
-        compile_ok(
-            &demo_model(),
-            out.path(),
-            &[
-                "--int8",
-                "--calib",
-                demo_calib().to_str().unwrap(),
-                "--calib-samples",
-                "10",
-                "--quiet",
-            ],
-        );
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rtq"));
+        cmd.args([
+            "compile",
+            demo_model().to_str().unwrap(),
+            "-o",
+            out.path().to_str().unwrap(),
+            "--int8",
+            "--calib",
+            demo_calib().to_str().unwrap(),
+            "--calib-samples",
+            "10",
+            "--quiet",
+        ]);
+        if let Some(n) = threads {
+            cmd.env("RAYON_NUM_THREADS", n);
+        }
+        let status = cmd.status().expect("rtq runs");
+        assert!(status.success(), "rtq compile failed (threads {threads:?})");
         let model = std::fs::read(out.path().join("tinyresnet_int8.onnx")).unwrap();
         let cache = std::fs::read(out.path().join("tinyresnet_calibration.cache")).unwrap();
         (model, cache)
     };
-    let (m1, c1) = build();
-    let (m2, c2) = build();
-    assert!(m1 == m2, "INT8 model differs between runs");
-    assert!(c1 == c2, "calibration cache differs between runs");
+    let (m1, c1) = build(None);
+    for threads in [None, Some("1"), Some("3")] {
+        let (m2, c2) = build(threads);
+        assert!(
+            m1 == m2,
+            "INT8 model differs between runs (threads {threads:?})"
+        );
+        assert!(
+            c1 == c2,
+            "calibration cache differs between runs (threads {threads:?})"
+        );
+    }
 }
 
 #[test]
