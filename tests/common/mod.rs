@@ -59,28 +59,25 @@ pub fn skip_python() -> bool {
 
 /// Runs a Python script under tests/python, asserting success; returns stdout.
 pub fn python(script: &str, args: &[&Path]) -> String {
-    let out = Command::new("python3")
-        .arg(root().join("tests/python").join(script))
-        .args(args)
-        .output()
-        .expect("python3 runs (install requirements-test.txt, or set RTQ_SKIP_PYTHON_TESTS=1)");
-    assert!(
-        out.status.success(),
-        "{script} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("tests/python").join(script)).args(args);
+    python_output(cmd, script)
 }
 
 /// Runs inline Python code (`python3 -c`), asserting success; returns stdout.
 pub fn python_inline(code: &str) -> String {
-    let out = Command::new("python3")
-        .args(["-c", code])
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", code]);
+    python_output(cmd, "inline Python")
+}
+
+fn python_output(mut cmd: Command, what: &str) -> String {
+    let out = cmd
         .output()
         .expect("python3 runs (install requirements-test.txt, or set RTQ_SKIP_PYTHON_TESTS=1)");
     assert!(
         out.status.success(),
-        "inline Python failed:\n{}",
+        "{what} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8")

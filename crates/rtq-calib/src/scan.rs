@@ -83,35 +83,28 @@ pub(crate) fn extremes_and_bins(
 mod x86 {
     use super::{extremes_and_bins_lanes, extremes_lanes, Extremes};
 
-    #[target_feature(enable = "avx2")]
-    pub(super) fn extremes_avx2(values: &[f32]) -> Extremes {
-        extremes_lanes(values)
+    /// Both kernels compiled with one target feature.
+    macro_rules! compiled_with {
+        ($feature:literal, $extremes:ident, $extremes_and_bins:ident) => {
+            #[target_feature(enable = $feature)]
+            pub(super) fn $extremes(values: &[f32]) -> Extremes {
+                extremes_lanes(values)
+            }
+
+            #[target_feature(enable = $feature)]
+            pub(super) fn $extremes_and_bins(
+                values: &[f32],
+                per_unit: f32,
+                last: f32,
+                bins: &mut [i32],
+            ) -> Extremes {
+                extremes_and_bins_lanes(values, per_unit, last, bins)
+            }
+        };
     }
 
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn extremes_avx512(values: &[f32]) -> Extremes {
-        extremes_lanes(values)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) fn extremes_and_bins_avx2(
-        values: &[f32],
-        per_unit: f32,
-        last: f32,
-        bins: &mut [i32],
-    ) -> Extremes {
-        extremes_and_bins_lanes(values, per_unit, last, bins)
-    }
-
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn extremes_and_bins_avx512(
-        values: &[f32],
-        per_unit: f32,
-        last: f32,
-        bins: &mut [i32],
-    ) -> Extremes {
-        extremes_and_bins_lanes(values, per_unit, last, bins)
-    }
+    compiled_with!("avx2", extremes_avx2, extremes_and_bins_avx2);
+    compiled_with!("avx512f", extremes_avx512, extremes_and_bins_avx512);
 }
 
 /// Per-lane running extremes.
