@@ -94,9 +94,7 @@ impl AbsHistogram {
 
     /// Adds a batch counted by [`AbsHistogram::count`] against the current range.
     pub(crate) fn add_counted(&mut self, counted: &Counted) {
-        for (a, b) in self.counts.iter_mut().zip(&counted.counts) {
-            *a += b;
-        }
+        add_counts(&mut self.counts, &counted.counts);
     }
 
     /// Adds the counts of `other`, which must have the same bin count and range.
@@ -111,9 +109,7 @@ impl AbsHistogram {
         if self.range == 0.0 {
             self.range = other.range;
         }
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
+        add_counts(&mut self.counts, &other.counts);
         true
     }
 
@@ -165,10 +161,15 @@ pub(crate) struct Counted {
 impl Counted {
     fn merge(mut self, other: Counted) -> Counted {
         self.extremes = self.extremes.merge(other.extremes);
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
+        add_counts(&mut self.counts, &other.counts);
         self
+    }
+}
+
+/// Adds `more` to `counts`, bin by bin.
+fn add_counts(counts: &mut [u64], more: &[u64]) {
+    for (a, b) in counts.iter_mut().zip(more) {
+        *a += b;
     }
 }
 
@@ -179,37 +180,27 @@ impl Counted {
 /// longer chunks count into four interleaved sub-histograms so that runs of equal
 /// values (zeros after a ReLU) do not serialise on one counter.
 fn count_chunk(values: &[f32], per_unit: f32, n: usize) -> Counted {
-    const BLOCK: usize = 512;
     const WAYS: usize = 4;
     debug_assert!(
         values.len() <= chunked::CHUNK,
         "u32 sub-counts need short chunks"
     );
-    // Histograms are far smaller than 2^24 bins (MAX_BINS); the cap only keeps the
-    // scan's bin conversion exact and sound for any `AbsHistogram::new` argument.
-    let last = (n - 1).min((1 << 24) - 1) as f32;
     let mut counts = vec![0u64; n];
-    let mut extremes = Extremes::EMPTY;
-    let mut bins = [0i32; BLOCK];
     if values.len() < 8 * n {
-        for block in values.chunks(BLOCK) {
-            let bins = &mut bins[..block.len()];
-            extremes = extremes.merge(extremes_and_bins(block, per_unit, last, bins));
-            for &b in bins.iter() {
+        let extremes = scan_blocks(values, per_unit, n, |bins| {
+            for &b in bins {
                 counts[b as usize] += 1;
             }
-        }
+        });
         return Counted { extremes, counts };
     }
     let mut sub = vec![0u32; WAYS * n];
-    for block in values.chunks(BLOCK) {
-        let bins = &mut bins[..block.len()];
-        extremes = extremes.merge(extremes_and_bins(block, per_unit, last, bins));
+    let extremes = scan_blocks(values, per_unit, n, |bins| {
         let mut quads = bins.chunks_exact(WAYS);
         for quad in &mut quads {
             for (w, &b) in quad.iter().enumerate() {
                 let at = w * n + b as usize;
-                // SAFETY: `b` <= `last` < `n` (the scan caps every bin), so `at` <
+                // SAFETY: `b` < `n` (`scan_blocks` caps every bin), so `at` <
                 // WAYS * n = sub.len(); skipping the check keeps the loop at one
                 // load-add-store per value.
                 unsafe { *sub.get_unchecked_mut(at) += 1 };
@@ -218,13 +209,30 @@ fn count_chunk(values: &[f32], per_unit: f32, n: usize) -> Counted {
         for &b in quads.remainder() {
             sub[b as usize] += 1;
         }
-    }
+    });
     for way in sub.chunks_exact(n) {
         for (count, &c) in counts.iter_mut().zip(way) {
             *count += u64::from(c);
         }
     }
     Counted { extremes, counts }
+}
+
+/// Scans `values` a block at a time, handing each block's bins (all below `n`) to
+/// `count`; returns the extremes of all of `values`.
+fn scan_blocks(values: &[f32], per_unit: f32, n: usize, mut count: impl FnMut(&[i32])) -> Extremes {
+    const BLOCK: usize = 512;
+    // Histograms are far smaller than 2^24 bins (MAX_BINS); the cap only keeps the
+    // scan's bin conversion exact and sound for any `AbsHistogram::new` argument.
+    let last = (n - 1).min((1 << 24) - 1) as f32;
+    let mut extremes = Extremes::EMPTY;
+    let mut bins = [0i32; BLOCK];
+    for block in values.chunks(BLOCK) {
+        let bins = &mut bins[..block.len()];
+        extremes = extremes.merge(extremes_and_bins(block, per_unit, last, bins));
+        count(bins);
+    }
+    extremes
 }
 
 #[cfg(test)]

@@ -198,23 +198,16 @@ impl TensorData {
             return self.clone();
         }
         let n = self.len();
-        match (dtype, self) {
-            (DType::F32, TensorData::F64(v)) => {
-                TensorData::F32(v.iter().map(|&x| x as f32).collect())
-            }
-            (DType::F64, _) => TensorData::F64(self.to_f64_vec()),
-            _ => self.cast_elementwise(dtype, n),
-        }
-    }
-
-    fn cast_elementwise(&self, dtype: DType, n: usize) -> TensorData {
         match dtype {
-            DType::F32 => TensorData::F32((0..n).map(|i| self.get_f64(i) as f32).collect()),
+            DType::F32 => TensorData::F32(match self {
+                TensorData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+                _ => (0..n).map(|i| self.get_f64(i) as f32).collect(),
+            }),
             DType::F16 => TensorData::F16((0..n).map(|i| f16::from_f64(self.get_f64(i))).collect()),
             DType::BF16 => {
                 TensorData::BF16((0..n).map(|i| bf16::from_f64(self.get_f64(i))).collect())
             }
-            DType::F64 => TensorData::F64((0..n).map(|i| self.get_f64(i)).collect()),
+            DType::F64 => TensorData::F64(self.to_f64_vec()),
             DType::I8 => TensorData::I8((0..n).map(|i| self.get_f64(i) as i8).collect()),
             DType::U8 => TensorData::U8((0..n).map(|i| self.get_f64(i) as u8).collect()),
             DType::I16 => TensorData::I16((0..n).map(|i| self.get_f64(i) as i16).collect()),
