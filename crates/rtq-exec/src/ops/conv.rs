@@ -279,21 +279,10 @@ fn depthwise(x: &[f32], w: &[f32], bias: Option<&[f32]>, p: &ConvProblem, out: &
 mod tests {
     use crate::eval_node;
     use half::f16;
-    use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, DType, Node, Tensor, TensorData};
 
     fn node(attrs: &[(&str, Attr)]) -> Node {
-        Node {
-            name: "conv".into(),
-            op_type: "Conv".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
+        crate::test_util::node("Conv", attrs, 1)
     }
 
     fn run(attrs: &[(&str, Attr)], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
@@ -507,7 +496,7 @@ mod tests {
         let err = eval_node(&node(&[]), &[Some(&x), Some(&w)])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("conv") && err.contains("group"), "{err}");
+        assert!(err.contains("Conv_0") && err.contains("group"), "{err}");
         let b = Tensor::from_f32(vec![3], vec![0.0; 3]);
         let w = Tensor::from_f32(vec![2, 3, 3, 3], vec![0.0; 54]);
         assert!(eval_node(&node(&[]), &[Some(&x), Some(&w), Some(&b)]).is_err());

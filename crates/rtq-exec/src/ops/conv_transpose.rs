@@ -250,21 +250,10 @@ fn col2im(col: &[f32], win: &Window, r0: usize, tr: usize, out_g: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Node, Tensor};
 
     fn node(attrs: &[(&str, Attr)]) -> Node {
-        Node {
-            name: "deconv".into(),
-            op_type: "ConvTranspose".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
+        crate::test_util::node("ConvTranspose", attrs, 1)
     }
 
     fn run(attrs: &[(&str, Attr)], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {
