@@ -30,6 +30,15 @@ fn compare(candidate: &Path, reference: &Path, inputs: &[PathBuf]) -> serde_json
     serde_json::from_str(&python("check_model.py", &args)).unwrap()
 }
 
+/// `rtq compile MODEL --int8 --calib CALIB -o OUT --quiet`, asserting success.
+fn compile_int8_quietly(model: &Path, calib: &Path, out: &Path) {
+    compile_ok(
+        model,
+        out,
+        &["--int8", "--calib", calib.to_str().unwrap(), "--quiet"],
+    );
+}
+
 #[test]
 fn optimized_light_models_match_the_originals_in_onnxruntime() {
     if skip_python() {
@@ -80,16 +89,7 @@ fn int8_light_squeezenet_runs_in_onnxruntime() {
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x224x224", 5, 11);
     let out = tempfile::tempdir().unwrap();
-    compile_ok(
-        &model,
-        out.path(),
-        &[
-            "--int8",
-            "--calib",
-            calib.path().to_str().unwrap(),
-            "--quiet",
-        ],
-    );
+    compile_int8_quietly(&model, calib.path(), out.path());
     let c = compare(
         &out.path().join("light_squeezenet_int8.onnx"),
         &model,
@@ -163,16 +163,7 @@ fn pp_ocr_v4_detector_compiles_with_dynamic_dims() {
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x96x96", 6, 5);
     let out = tempfile::tempdir().unwrap();
-    compile_ok(
-        &model,
-        out.path(),
-        &[
-            "--int8",
-            "--calib",
-            calib.path().to_str().unwrap(),
-            "--quiet",
-        ],
-    );
+    compile_int8_quietly(&model, calib.path(), out.path());
     let int8 = out.path().join("ch_PP-OCRv4_det_infer_int8.onnx");
     let c = compare(&int8, &model, &inputs[4..]);
     assert!(c["qdq"].as_u64().unwrap() > 100, "{c}");
