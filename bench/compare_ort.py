@@ -356,8 +356,11 @@ def write_samples(spec: ModelSpec, pool: str, count: int, seed: int, bundled: bo
 
 
 def link_subset(paths: list[str], dst_dir: str) -> str:
-    """A directory holding exactly `paths` (hard links, so no data is copied)."""
-    os.makedirs(dst_dir, exist_ok=True)
+    """A directory holding exactly `paths` (hard links, so no data is copied).
+
+    An existing `dst_dir` (a reused ``--keep`` directory) is emptied first."""
+    shutil.rmtree(dst_dir, ignore_errors=True)
+    os.makedirs(dst_dir)
     for p in paths:
         target = os.path.join(dst_dir, os.path.basename(p))
         try:

@@ -14,26 +14,28 @@ pub(crate) const CHUNK: usize = 1 << 15;
 /// pool costs more than it saves on them.
 const PARALLEL_MIN: usize = 1 << 18;
 
-/// `map` over pieces of `values` of at most [`CHUNK`] values, combined in order
-/// with `merge`; on rayon's threads when `values` is long. `values` must not be
-/// empty.
-pub(crate) fn map_reduce<T, M, R>(values: &[f32], map: M, merge: R) -> T
+/// Folds `values` a piece of at most [`CHUNK`] values at a time into accumulators
+/// made by `init`, combined with `reduce`; on rayon's threads when `values` is long,
+/// where each split of the work gets one accumulator (not one per piece). `values`
+/// must not be empty.
+///
+/// Which pieces share an accumulator depends on rayon's splitting, so `fold` and
+/// `reduce` must give the same result for any grouping and order of pieces (exact
+/// integer counts and extremes do).
+pub(crate) fn fold_reduce<T, I, F, R>(values: &[f32], init: I, fold: F, reduce: R) -> T
 where
     T: Send,
-    M: Fn(&[f32]) -> T + Sync,
-    R: Fn(T, T) -> T + Sync,
+    I: Fn() -> T + Sync + Send,
+    F: Fn(T, &[f32]) -> T + Sync + Send,
+    R: Fn(T, T) -> T + Sync + Send,
 {
     if values.len() < PARALLEL_MIN {
-        return values
-            .chunks(CHUNK)
-            .map(&map)
-            .reduce(&merge)
-            .expect("at least one chunk");
+        return values.chunks(CHUNK).fold(init(), &fold);
     }
     values
         .par_chunks(CHUNK)
-        .map(&map)
-        .reduce_with(&merge)
+        .fold(&init, &fold)
+        .reduce_with(&reduce)
         .expect("at least one chunk")
 }
 
@@ -52,10 +54,21 @@ mod tests {
             PARALLEL_MIN + 3,
         ] {
             let values: Vec<f32> = (0..len).map(|i| (i % 7) as f32).collect();
-            let total: f64 =
-                map_reduce(&values, |c| c.iter().map(|&x| x as f64).sum(), |a, b| a + b);
-            let serial: f64 = values.iter().map(|&x| x as f64).sum();
+            let (total, pieces) = fold_reduce(
+                &values,
+                || (0u64, 0usize),
+                |(sum, pieces), piece| {
+                    assert!(piece.len() <= CHUNK, "piece of {} values", piece.len());
+                    (
+                        sum + piece.iter().map(|&x| x as u64).sum::<u64>(),
+                        pieces + 1,
+                    )
+                },
+                |a, b| (a.0 + b.0, a.1 + b.1),
+            );
+            let serial: u64 = values.iter().map(|&x| x as u64).sum();
             assert_eq!(total, serial, "length {len}");
+            assert_eq!(pieces, len.div_ceil(CHUNK), "length {len}");
         }
     }
 }

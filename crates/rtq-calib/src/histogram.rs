@@ -85,11 +85,13 @@ impl AbsHistogram {
         // AVX-512 instruction; only values within an f32 rounding of a bin edge can
         // land one bin apart from an exact computation.
         let per_unit = (n as f64 / self.range) as f32;
-        chunked::map_reduce(
+        chunked::fold_reduce(
             values,
-            |chunk| count_chunk(chunk, per_unit, n),
-            Counted::merge,
+            || Tally::new(n),
+            |tally, piece| tally.add(piece, per_unit),
+            Tally::merge,
         )
+        .finish()
     }
 
     /// Adds a batch counted by [`AbsHistogram::count`] against the current range.
@@ -158,11 +160,96 @@ pub(crate) struct Counted {
     counts: Vec<u64>,
 }
 
-impl Counted {
-    fn merge(mut self, other: Counted) -> Counted {
-        self.extremes = self.extremes.merge(other.extremes);
-        add_counts(&mut self.counts, &other.counts);
+/// Counts of a batch in progress (one per rayon split of the batch): exact u64
+/// counts, plus four interleaved u32 sub-histograms for long pieces so that runs of
+/// equal values (zeros after a ReLU) do not serialise on one counter. The
+/// sub-histograms are folded into the counts before they could overflow and at the
+/// end, so they are allocated and folded once per split, not once per piece.
+struct Tally {
+    extremes: Extremes,
+    counts: Vec<u64>,
+    sub: Vec<u32>,
+    /// Values counted into `sub` since it was last folded.
+    pending: usize,
+}
+
+impl Tally {
+    /// Interleaved sub-histograms.
+    const WAYS: usize = 4;
+
+    fn new(n: usize) -> Tally {
+        Tally {
+            extremes: Extremes::EMPTY,
+            counts: vec![0; n],
+            sub: Vec::new(),
+            pending: 0,
+        }
+    }
+
+    /// Counts `values` into bins of `floor(|x| * per_unit)`, clamped to the last.
+    fn add(mut self, values: &[f32], per_unit: f32) -> Tally {
+        let n = self.counts.len();
+        let extremes = if values.len() < 8 * n {
+            // Short pieces: the sub-histograms would cost more to fold than they save.
+            let counts = &mut self.counts;
+            scan_blocks(values, per_unit, n, |bins| {
+                for &b in bins {
+                    counts[b as usize] += 1;
+                }
+            })
+        } else {
+            if self.pending + values.len() > u32::MAX as usize {
+                self.fold_sub();
+            }
+            if self.sub.is_empty() {
+                self.sub = vec![0; Self::WAYS * n];
+            }
+            self.pending += values.len();
+            let sub = &mut self.sub;
+            scan_blocks(values, per_unit, n, |bins| {
+                let mut quads = bins.chunks_exact(Self::WAYS);
+                for quad in &mut quads {
+                    for (w, &b) in quad.iter().enumerate() {
+                        let at = w * n + b as usize;
+                        // SAFETY: `b` < `n` (`scan_blocks` caps every bin), so `at` <
+                        // WAYS * n = sub.len(); skipping the check keeps the loop at one
+                        // load-add-store per value.
+                        unsafe { *sub.get_unchecked_mut(at) += 1 };
+                    }
+                }
+                for &b in quads.remainder() {
+                    sub[b as usize] += 1;
+                }
+            })
+        };
+        self.extremes = self.extremes.merge(extremes);
         self
+    }
+
+    /// Adds the sub-histograms into the counts and clears them.
+    fn fold_sub(&mut self) {
+        let n = self.counts.len();
+        for way in self.sub.chunks_exact_mut(n) {
+            for (count, c) in self.counts.iter_mut().zip(way) {
+                *count += u64::from(std::mem::take(c));
+            }
+        }
+        self.pending = 0;
+    }
+
+    fn merge(mut self, mut other: Tally) -> Tally {
+        other.fold_sub();
+        add_counts(&mut self.counts, &other.counts);
+        self.extremes = self.extremes.merge(other.extremes);
+        self
+    }
+
+    fn finish(mut self) -> Counted {
+        self.fold_sub();
+        Counted {
+            extremes: self.extremes,
+            counts: self.counts,
+        }
     }
 }
 
@@ -171,51 +258,6 @@ fn add_counts(counts: &mut [u64], more: &[u64]) {
     for (a, b) in counts.iter_mut().zip(more) {
         *a += b;
     }
-}
-
-/// Counts one chunk (at most [`chunked::CHUNK`] values) into `n` bins of
-/// `floor(|x| * per_unit)`, clamped to the last.
-///
-/// Bins are computed a block at a time by the vectorised scan, then counted;
-/// longer chunks count into four interleaved sub-histograms so that runs of equal
-/// values (zeros after a ReLU) do not serialise on one counter.
-fn count_chunk(values: &[f32], per_unit: f32, n: usize) -> Counted {
-    const WAYS: usize = 4;
-    debug_assert!(
-        values.len() <= chunked::CHUNK,
-        "u32 sub-counts need short chunks"
-    );
-    let mut counts = vec![0u64; n];
-    if values.len() < 8 * n {
-        let extremes = scan_blocks(values, per_unit, n, |bins| {
-            for &b in bins {
-                counts[b as usize] += 1;
-            }
-        });
-        return Counted { extremes, counts };
-    }
-    let mut sub = vec![0u32; WAYS * n];
-    let extremes = scan_blocks(values, per_unit, n, |bins| {
-        let mut quads = bins.chunks_exact(WAYS);
-        for quad in &mut quads {
-            for (w, &b) in quad.iter().enumerate() {
-                let at = w * n + b as usize;
-                // SAFETY: `b` < `n` (`scan_blocks` caps every bin), so `at` <
-                // WAYS * n = sub.len(); skipping the check keeps the loop at one
-                // load-add-store per value.
-                unsafe { *sub.get_unchecked_mut(at) += 1 };
-            }
-        }
-        for &b in quads.remainder() {
-            sub[b as usize] += 1;
-        }
-    });
-    for way in sub.chunks_exact(n) {
-        for (count, &c) in counts.iter_mut().zip(way) {
-            *count += u64::from(c);
-        }
-    }
-    Counted { extremes, counts }
 }
 
 /// Scans `values` a block at a time, handing each block's bins (all below `n`) to

@@ -25,7 +25,12 @@ impl BatchSummary {
         if values.is_empty() {
             return Ok(None);
         }
-        let extremes = crate::chunked::map_reduce(values, Extremes::of, Extremes::merge);
+        let extremes = crate::chunked::fold_reduce(
+            values,
+            || Extremes::EMPTY,
+            |extremes, piece| extremes.merge(Extremes::of(piece)),
+            Extremes::merge,
+        );
         BatchSummary::checked(extremes, values.len()).map(Some)
     }
 

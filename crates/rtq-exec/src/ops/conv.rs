@@ -5,6 +5,7 @@
 //! SGEMM, tiling the output positions so the column buffer stays bounded.
 
 use rayon::prelude::*;
+use std::cell::Cell;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
@@ -88,27 +89,38 @@ fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         group,
         win,
     };
-    let mut out = vec![0.0f32; n * m * problem.win.output_size()];
-    conv_f32(&xs, &ws, bias.as_deref(), &problem, &mut out);
+    let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
+    conv_f32(&xs, &ws, bias.is_some(), &problem, &mut out);
     let mut shape = vec![n, m];
     shape.extend(problem.win.output_dims());
     Ok(vec![tensor_from_f32(dtype, shape, out)])
 }
 
-/// Computes a convolution in f32 into `out` (`n * m * output_size` elements).
-pub(crate) fn conv_f32(
-    x: &[f32],
-    w: &[f32],
-    bias: Option<&[f32]>,
-    p: &ConvProblem,
-    out: &mut [f32],
-) {
+/// The initial output of a convolution: every output plane filled with its channel's
+/// bias, or zeros (written once, instead of zero-filled and then overwritten).
+fn broadcast_bias(bias: Option<&[f32]>, n: usize, m: usize, out_sp: usize) -> Vec<f32> {
+    let Some(bias) = bias else {
+        return vec![0.0; n * m * out_sp];
+    };
+    let mut out = Vec::with_capacity(n * m * out_sp);
+    for _ in 0..n {
+        for &b in bias {
+            out.extend(std::iter::repeat_n(b, out_sp));
+        }
+    }
+    out
+}
+
+/// Computes a convolution in f32 into `out` (`n * m * output_size` elements), which
+/// holds the bias planes on entry when `has_bias` (see [`broadcast_bias`]) and zeros
+/// otherwise.
+fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f32]) {
     let cg = p.c / p.group;
     if out.is_empty() {
         return;
     }
     if cg == 1 {
-        depthwise(x, w, bias, p, out);
+        depthwise(x, w, p, out);
         return;
     }
     let mg = p.m / p.group;
@@ -127,20 +139,15 @@ pub(crate) fn conv_f32(
         let (ni, g) = (t / p.group, t % p.group);
         let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
         let wg = Mat::row_major(&w[g * mg * kg..][..mg * kg], mg, kg);
-        let beta = match bias {
-            Some(b) => {
-                for (r, row) in block.chunks_mut(out_sp).enumerate() {
-                    row.fill(b[g * mg + r]);
-                }
-                1.0
-            }
-            None => 0.0,
-        };
+        let beta = if has_bias { 1.0 } else { 0.0 };
         if pointwise {
             sgemm(1.0, wg, Mat::row_major(xg, cg, out_sp), beta, block, out_sp);
             return;
         }
-        col.resize(kg * tile, 0.0);
+        if col.len() < kg * tile {
+            // Grow only: shrinking and regrowing would zero-fill the buffer again.
+            col.resize(kg * tile, 0.0);
+        }
         let mut p0 = 0;
         while p0 < out_sp {
             let tp = tile.min(out_sp - p0);
@@ -161,13 +168,33 @@ pub(crate) fn conv_f32(
     if tasks > 1 && mg * kg + kg * tile < SMALL_GEMM {
         out.par_chunks_mut(block_len)
             .enumerate()
-            .for_each_init(Vec::new, |col, (t, block)| task(t, block, col, false));
+            .for_each(|(t, block)| with_columns(|col| task(t, block, col, false)));
     } else {
-        let mut col = Vec::new();
-        for (t, block) in out.chunks_mut(block_len).enumerate() {
-            task(t, block, &mut col, true);
-        }
+        with_columns(|col| {
+            for (t, block) in out.chunks_mut(block_len).enumerate() {
+                task(t, block, col, true);
+            }
+        });
     }
+}
+
+thread_local! {
+    /// This thread's im2col buffer, kept between convolutions so that it is not
+    /// allocated and zero-filled for every call (buffers over [`COL_BUDGET`]
+    /// elements, needed only by kernels of over 16 K taps, are not kept).
+    static COLUMNS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's im2col buffer. The buffer is taken out for the call,
+/// so a convolution started on this thread while `f` waits for rayon (work
+/// stealing) gets an empty buffer of its own instead of a conflicting borrow.
+fn with_columns<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
+    let mut col = COLUMNS.take();
+    let result = f(&mut col);
+    if col.len() <= COL_BUDGET {
+        COLUMNS.set(col);
+    }
+    result
 }
 
 /// Fills `col` (`kg x tp`, row-major) with the input patches of output positions
@@ -226,7 +253,8 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
 
 /// Direct convolution when every group has one input channel (depthwise and
 /// channel-multiplier convolutions): each output plane reads one input plane.
-fn depthwise(x: &[f32], w: &[f32], bias: Option<&[f32]>, p: &ConvProblem, out: &mut [f32]) {
+/// `out` holds the bias planes (or zeros) on entry.
+fn depthwise(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
     let win = &p.win;
     let (in_sp, out_sp, ksz) = (win.input_size(), win.output_size(), win.kernel_size());
     let mult = p.m / p.group;
@@ -239,7 +267,6 @@ fn depthwise(x: &[f32], w: &[f32], bias: Option<&[f32]>, p: &ConvProblem, out: &
         let ci = mo / mult;
         let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
         let wk = &w[mo * ksz..][..ksz];
-        dst.fill(bias.map_or(0.0, |b| b[mo]));
         for od in 0..od_n {
             let (sz, z_lo, z_hi) = win.taps(0, od);
             for oy in 0..oh_n {

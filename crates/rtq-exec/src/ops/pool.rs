@@ -112,6 +112,39 @@ fn pool_planes(
     out
 }
 
+/// MaxPool over 1-D/2-D planes without dilation (the common case): loops over each
+/// window's rows directly instead of listing its taps. NaN wins, as in the generic
+/// path.
+fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
+    let win = &p.win;
+    let [_, oh, ow] = win.output;
+    let iw = win.input[2];
+    let (in_sp, out_sp) = (win.input_size(), win.output_size());
+    let mut out = vec![0.0f32; p.planes * out_sp];
+    let work = out.len() * win.kernel_size();
+    par::chunks_mut(&mut out, out_sp.max(1), work, |plane, dst| {
+        let src = &p.data[plane * in_sp..][..in_sp];
+        for (oy, dst_row) in dst.chunks_mut(ow).enumerate().take(oh) {
+            let (sy, y_lo, y_hi) = win.taps(1, oy);
+            for (ox, o) in dst_row.iter_mut().enumerate() {
+                let (sx, x_lo, x_hi) = win.taps(2, ox);
+                let (x0, x1) = ((sx + x_lo as isize) as usize, (sx + x_hi as isize) as usize);
+                let mut best = f32::NEG_INFINITY;
+                for ky in y_lo..y_hi {
+                    let row = &src[(sy + ky as isize) as usize * iw..][..iw];
+                    for &v in &row[x0..x1.max(x0)] {
+                        if v > best || v.is_nan() {
+                            best = v;
+                        }
+                    }
+                }
+                *o = best;
+            }
+        }
+    });
+    out
+}
+
 fn max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let dtype = ctx.float_dtype(0)?;
     let p = pool_input(ctx, true)?;
@@ -130,7 +163,11 @@ fn max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         }
         (best, at)
     };
-    let out = pool_planes(&p, |src, taps, _| max_of(src, taps).0);
+    let out = if p.win.is_plain_2d() {
+        max_pool_2d(&p)
+    } else {
+        pool_planes(&p, |src, taps, _| max_of(src, taps).0)
+    };
     let mut outputs = vec![tensor_from_f32(dtype, p.out_shape.clone(), out)];
     if ctx.num_outputs() > 1 {
         let storage_order = ctx.attr_int("storage_order", 0)?;
@@ -263,6 +300,42 @@ mod tests {
     /// 1x1x4x4 input holding 1..16.
     fn x44() -> Tensor {
         Tensor::from_f32(vec![1, 1, 4, 4], (1..=16).map(|v| v as f32).collect())
+    }
+
+    #[test]
+    fn plain_2d_max_pool_picks_the_values_the_generic_indices_point_at() {
+        // Values come from the direct 2-D loops, indices from the generic tap lists.
+        let (h, w) = (7, 9);
+        let mut data: Vec<f32> = (0..2 * h * w)
+            .map(|i| ((i * 37 % 61) as f32 - 30.0) * 0.25)
+            .collect();
+        data[h * w + 10] = f32::NAN;
+        let x = Tensor::from_f32(vec![1, 2, h, w], data.clone());
+        for (kernel, stride, pads, ceil) in [
+            ([3, 3], [2, 2], [1, 1, 1, 1], 0),
+            ([2, 3], [1, 2], [0, 1, 1, 0], 1),
+            ([3, 2], [3, 1], [0, 0, 0, 0], 1),
+        ] {
+            let attrs = [
+                ("kernel_shape", Attr::Ints(kernel.to_vec())),
+                ("strides", Attr::Ints(stride.to_vec())),
+                ("pads", Attr::Ints(pads.to_vec())),
+                ("ceil_mode", Attr::Int(ceil)),
+            ];
+            let out = eval_node(&node("MaxPool", &attrs, 2), &[Some(&x)]).unwrap();
+            let (values, indices) = (out[0].as_f32().unwrap(), out[1].as_i64().unwrap());
+            for (v, &i) in values.iter().zip(indices) {
+                let expected = data[i as usize];
+                assert!(
+                    v.to_bits() == expected.to_bits(),
+                    "{kernel:?}/{stride:?}: {v} vs {expected}"
+                );
+            }
+            assert!(
+                values.iter().any(|v| v.is_nan()),
+                "the NaN wins its windows"
+            );
+        }
     }
 
     #[test]

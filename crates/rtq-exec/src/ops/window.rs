@@ -211,6 +211,17 @@ impl Window {
             && self.pad_end.iter().all(|&p| p == 0)
     }
 
+    /// Whether the window spans at most two spatial axes (no depth) and has no
+    /// dilation: each window is a rectangle of whole input row segments.
+    pub fn is_plain_2d(&self) -> bool {
+        self.input[0] == 1
+            && self.kernel[0] == 1
+            && self.output[0] == 1
+            && self.pad_begin[0] == 0
+            && self.stride[0] == 1
+            && self.dilation.iter().all(|&d| d == 1)
+    }
+
     /// For output coordinate `o` along `axis`, the range of kernel taps `k` whose input
     /// position `o*stride - pad + k*dilation` lies inside the input, and the start
     /// position itself.

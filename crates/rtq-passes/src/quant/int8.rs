@@ -5,8 +5,9 @@
 //! * The outputs of weighted ops get no Q/DQ of their own (TensorRT fuses the
 //!   epilogue); a residual Add gets Q/DQ on the skip-branch input so TensorRT can
 //!   fuse it into the preceding convolution.
-//! * Symmetric scales (amax / 127), int8 zero points of 0, one shared Q/DQ pair per
-//!   activation tensor.
+//! * Symmetric scales (amax / 127), zero point 0 (an explicit int8 0 on activation
+//!   Q/DQ, which types the QuantizeLinear output; omitted on weight DequantizeLinear,
+//!   where it defaults to 0), one shared Q/DQ pair per activation tensor.
 //!
 //! The transform runs in two steps: [`plan_int8`] decides what to quantize (and so
 //! which activations need calibration ranges), [`apply_int8`] rewrites the graph.
@@ -289,23 +290,16 @@ pub fn apply_int8(
         let (q, scales) = quantize_per_channel(data, &shape_for_quant, axis_for_quant);
         let channels = scales.len();
         let per_channel = wq.axis.is_some_and(|a| a < tensor.rank());
-        let (scale_t, zero_t) = if per_channel {
-            (
-                Tensor::from_f32(vec![channels], scales),
-                Tensor::new(vec![channels], TensorData::I8(vec![0; channels])).expect("fits"),
-            )
+        let scale_t = if per_channel {
+            Tensor::from_f32(vec![channels], scales)
         } else {
-            (
-                Tensor::scalar_f32(scales[0]),
-                Tensor::new(vec![], TensorData::I8(vec![0])).expect("scalar"),
-            )
+            Tensor::scalar_f32(scales[0])
         };
         let qw = graph.add_constant(
             &format!("{name}_quantized"),
             Tensor::new(tensor.shape().to_vec(), TensorData::I8(q)).expect("same shape"),
         );
         let scale = graph.add_constant(&format!("{name}_scale"), scale_t);
-        let zero = graph.add_constant(&format!("{name}_zero_point"), zero_t);
         let dq = graph.add_value(
             &format!("{name}_dequantized"),
             Some(DType::F32),
@@ -321,7 +315,9 @@ pub fn apply_int8(
         graph.add_node(
             &format!("{name}_DequantizeLinear"),
             "DequantizeLinear",
-            vec![Some(qw), Some(scale), Some(zero)],
+            // No zero-point input: it is optional and 0 when absent (the int8 type comes
+            // from the quantized weight), which saves a byte per channel.
+            vec![Some(qw), Some(scale)],
             vec![dq],
             attrs,
         );
