@@ -5,11 +5,11 @@
 //! SGEMM, tiling the output positions so the column buffer stays bounded.
 
 use rayon::prelude::*;
-use std::cell::Cell;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
 use crate::gemm::{sgemm, Mat};
+use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::window::{valid_taps, Window};
 use crate::par;
 use crate::registry::Kernel;
@@ -19,8 +19,6 @@ use rtq_ir::Tensor;
 /// Conv kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 
-/// Elements the im2col buffer may hold (16 MiB of f32).
-const COL_BUDGET: usize = 1 << 22;
 /// Smallest output tile when the buffer budget forces tiling.
 const MIN_TILE: usize = 256;
 /// SGEMM problems below this size (m*k + k*n) run single-threaded in the gemm crate, so
@@ -135,7 +133,8 @@ fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f3
     };
     let tasks = p.n * p.group;
     // One task: image `ni`, group `g`, writing its `mg x out_sp` block of `out`.
-    let task = |t: usize, block: &mut [f32], col: &mut Vec<f32>, nested: bool| {
+    let col_len = if pointwise { 0 } else { kg * tile };
+    let task = |t: usize, block: &mut [f32], col: &mut [f32], nested: bool| {
         let (ni, g) = (t / p.group, t % p.group);
         let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
         let wg = Mat::row_major(&w[g * mg * kg..][..mg * kg], mg, kg);
@@ -143,10 +142,6 @@ fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f3
         if pointwise {
             sgemm(1.0, wg, Mat::row_major(xg, cg, out_sp), beta, block, out_sp);
             return;
-        }
-        if col.len() < kg * tile {
-            // Grow only: shrinking and regrowing would zero-fill the buffer again.
-            col.resize(kg * tile, 0.0);
         }
         let mut p0 = 0;
         while p0 < out_sp {
@@ -168,33 +163,14 @@ fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f3
     if tasks > 1 && mg * kg + kg * tile < SMALL_GEMM {
         out.par_chunks_mut(block_len)
             .enumerate()
-            .for_each(|(t, block)| with_columns(|col| task(t, block, col, false)));
+            .for_each(|(t, block)| with_columns(col_len, |col| task(t, block, col, false)));
     } else {
-        with_columns(|col| {
+        with_columns(col_len, |col| {
             for (t, block) in out.chunks_mut(block_len).enumerate() {
                 task(t, block, col, true);
             }
         });
     }
-}
-
-thread_local! {
-    /// This thread's im2col buffer, kept between convolutions so that it is not
-    /// allocated and zero-filled for every call (buffers over [`COL_BUDGET`]
-    /// elements, needed only by kernels of over 16 K taps, are not kept).
-    static COLUMNS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
-}
-
-/// Runs `f` with this thread's im2col buffer. The buffer is taken out for the call,
-/// so a convolution started on this thread while `f` waits for rayon (work
-/// stealing) gets an empty buffer of its own instead of a conflicting borrow.
-fn with_columns<R>(f: impl FnOnce(&mut Vec<f32>) -> R) -> R {
-    let mut col = COLUMNS.take();
-    let result = f(&mut col);
-    if col.len() <= COL_BUDGET {
-        COLUMNS.set(col);
-    }
-    result
 }
 
 /// Fills `col` (`kg x tp`, row-major) with the input patches of output positions

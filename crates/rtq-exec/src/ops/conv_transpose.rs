@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
 use crate::gemm::{sgemm, Mat};
+use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::window::{
     axis_attr, dilated_extent, pads_attr, valid_taps, widen, Window, SPATIAL,
 };
@@ -17,9 +18,6 @@ use rtq_ir::Tensor;
 
 /// ConvTranspose kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("ConvTranspose", conv_transpose)];
-
-/// Elements the column buffer may hold (16 MiB of f32).
-const COL_BUDGET: usize = 1 << 22;
 
 /// Resolves the output extents and pads of a transposed convolution.
 fn resolve(ctx: &OpCtx<'_>, input: &[usize], kernel: &[usize]) -> Result<Window, ExecError> {
@@ -166,31 +164,32 @@ fn conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     if out.is_empty() {
         return Ok(vec![tensor_from_f32(dtype, shape, out)]);
     }
-    let mut col = vec![0.0f32; rows_k * tile_rows * iw];
-    for ni in 0..n {
-        for g in 0..group {
-            let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
-            // W for this group is cg x (mg * ksz); its transpose maps input channels to taps.
-            let wt = Mat::row_major(&ws[g * cg * rows_k..][..cg * rows_k], cg, rows_k).t();
-            let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-            let mut r0 = 0;
-            while r0 < in_rows {
-                let tr = tile_rows.min(in_rows - r0);
-                let tp = tr * iw;
-                let buf = &mut col[..rows_k * tp];
-                let xt = Mat {
-                    data: &xg[r0 * iw..],
-                    rows: cg,
-                    cols: tp,
-                    row_stride: in_sp,
-                    col_stride: 1,
-                };
-                sgemm(1.0, wt, xt, 0.0, buf, tp);
-                col2im(buf, &win, r0, tr, out_g);
-                r0 += tr;
+    with_columns(rows_k * tile_rows * iw, |col| {
+        for ni in 0..n {
+            for g in 0..group {
+                let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
+                // W for this group is cg x (mg * ksz); its transpose maps input channels to taps.
+                let wt = Mat::row_major(&ws[g * cg * rows_k..][..cg * rows_k], cg, rows_k).t();
+                let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
+                let mut r0 = 0;
+                while r0 < in_rows {
+                    let tr = tile_rows.min(in_rows - r0);
+                    let tp = tr * iw;
+                    let buf = &mut col[..rows_k * tp];
+                    let xt = Mat {
+                        data: &xg[r0 * iw..],
+                        rows: cg,
+                        cols: tp,
+                        row_stride: in_sp,
+                        col_stride: 1,
+                    };
+                    sgemm(1.0, wt, xt, 0.0, buf, tp);
+                    col2im(buf, &win, r0, tr, out_g);
+                    r0 += tr;
+                }
             }
         }
-    }
+    });
     if let Some(b) = &bias {
         for (plane, chunk) in out.chunks_mut(out_sp).enumerate() {
             let v = b[plane % m];

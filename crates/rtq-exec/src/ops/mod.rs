@@ -6,6 +6,7 @@ use crate::registry::Kernel;
 mod arg;
 mod binary;
 mod cast;
+mod columns;
 mod compare;
 mod concat;
 mod constant;

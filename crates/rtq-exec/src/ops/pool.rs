@@ -97,19 +97,25 @@ fn for_each_window(win: &Window, mut f: impl FnMut(usize, &[usize], usize)) {
     }
 }
 
+/// The pooled output: `fill(plane_input, plane_output)` for every plane, in parallel.
+fn map_planes(p: &PoolInput<'_>, fill: impl Fn(&[f32], &mut [f32]) + Sync + Send) -> Vec<f32> {
+    let (in_sp, out_sp) = (p.win.input_size(), p.win.output_size());
+    let mut out = vec![0.0f32; p.planes * out_sp];
+    let work = out.len() * p.win.kernel_size();
+    par::chunks_mut(&mut out, out_sp.max(1), work, |plane, dst| {
+        fill(&p.data[plane * in_sp..][..in_sp], dst)
+    });
+    out
+}
+
 /// Runs `reduce(plane_input, taps, padded_count)` for every window of every plane.
 fn pool_planes(
     p: &PoolInput<'_>,
     reduce: impl Fn(&[f32], &[usize], usize) -> f32 + Sync + Send,
 ) -> Vec<f32> {
-    let (in_sp, out_sp) = (p.win.input_size(), p.win.output_size());
-    let mut out = vec![0.0f32; p.planes * out_sp];
-    let work = out.len() * p.win.kernel_size();
-    par::chunks_mut(&mut out, out_sp.max(1), work, |plane, dst| {
-        let src = &p.data[plane * in_sp..][..in_sp];
-        for_each_window(&p.win, |o, taps, padded| dst[o] = reduce(src, taps, padded));
-    });
-    out
+    map_planes(p, |src, dst| {
+        for_each_window(&p.win, |o, taps, padded| dst[o] = reduce(src, taps, padded))
+    })
 }
 
 /// MaxPool over 1-D/2-D planes without dilation (the common case): loops over each
@@ -117,14 +123,9 @@ fn pool_planes(
 /// path.
 fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
     let win = &p.win;
-    let [_, oh, ow] = win.output;
-    let iw = win.input[2];
-    let (in_sp, out_sp) = (win.input_size(), win.output_size());
-    let mut out = vec![0.0f32; p.planes * out_sp];
-    let work = out.len() * win.kernel_size();
-    par::chunks_mut(&mut out, out_sp.max(1), work, |plane, dst| {
-        let src = &p.data[plane * in_sp..][..in_sp];
-        for (oy, dst_row) in dst.chunks_mut(ow).enumerate().take(oh) {
+    let (ow, iw) = (win.output[2], win.input[2]);
+    map_planes(p, |src, dst| {
+        for (oy, dst_row) in dst.chunks_mut(ow).enumerate() {
             let (sy, y_lo, y_hi) = win.taps(1, oy);
             for (ox, o) in dst_row.iter_mut().enumerate() {
                 let (sx, x_lo, x_hi) = win.taps(2, ox);
@@ -141,8 +142,7 @@ fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
                 *o = best;
             }
         }
-    });
-    out
+    })
 }
 
 fn max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
