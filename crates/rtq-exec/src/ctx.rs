@@ -2,6 +2,7 @@
 //! accessors that turn every problem into an [`ExecError`] naming the node.
 
 use crate::float::f32_view;
+use crate::memo::Memo;
 use crate::ExecError;
 use rtq_ir::{Attr, DType, Node, Tensor};
 use std::borrow::Cow;
@@ -11,12 +12,28 @@ pub(crate) struct OpCtx<'a> {
     /// The node being evaluated.
     pub node: &'a Node,
     inputs: &'a [Option<&'a Tensor>],
+    memo: Option<&'a Memo>,
 }
 
 impl<'a> OpCtx<'a> {
     /// A context over `node` and its `inputs` (`None` for omitted optional inputs).
     pub fn new(node: &'a Node, inputs: &'a [Option<&'a Tensor>]) -> OpCtx<'a> {
-        OpCtx { node, inputs }
+        OpCtx {
+            node,
+            inputs,
+            memo: None,
+        }
+    }
+
+    /// The same context with the plan's memo for this node (see [`Memo`]).
+    pub fn with_memo(self, memo: Option<&'a Memo>) -> OpCtx<'a> {
+        OpCtx { memo, ..self }
+    }
+
+    /// Where the kernel may keep work derived from the node's constant inputs (every
+    /// input but the first); `None` when they may change between evaluations.
+    pub fn memo(&self) -> Option<&'a Memo> {
+        self.memo
     }
 
     /// An error about this node.

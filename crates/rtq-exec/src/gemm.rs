@@ -53,6 +53,24 @@ impl<'a> Mat<'a> {
 /// `ldc` (columns contiguous). Shapes are validated by the calling kernel; a mismatch
 /// here is an executor bug and panics.
 pub(crate) fn sgemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32], ldc: usize) {
+    product(alpha, a, b, beta, c, ldc, false);
+}
+
+/// [`sgemm`] on the calling thread only, for kernels that run several independent
+/// products in parallel themselves.
+pub(crate) fn sgemm_serial(
+    alpha: f32,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    product(alpha, a, b, beta, c, ldc, true);
+}
+
+/// [`sgemm`], single-threaded when `serial`.
+fn product(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32], ldc: usize, serial: bool) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     assert_eq!(b.rows, k, "gemm inner dimensions differ");
     assert!(
@@ -77,7 +95,11 @@ pub(crate) fn sgemm(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32]
         }
         return;
     }
-    let split = Split::of(m, k, n);
+    let split = if serial {
+        Split::Single
+    } else {
+        Split::of(m, k, n)
+    };
     // `c`'s base, as an address so that column blocks can be written from rayon's
     // threads.
     let c_addr = c.as_mut_ptr() as usize;

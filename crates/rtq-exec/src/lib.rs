@@ -11,8 +11,9 @@
 //! rounding to half precision at every op boundary. Integer tensors are supported where
 //! ONNX models use them (shape arithmetic, indices, comparisons, Q/DQ).
 //!
-//! Convolutions and matrix products run on the `gemm` crate's multithreaded SGEMM;
-//! elementwise, pooling and data-movement kernels use rayon for big tensors.
+//! Convolutions (im2col, or Winograd F(2x2, 3x3) for 3x3 stride-1 ones) and matrix
+//! products run on the `gemm` crate's SGEMM; elementwise, pooling and data-movement
+//! kernels use rayon for big tensors.
 
 #![warn(missing_docs)]
 
@@ -24,6 +25,7 @@ mod feeds;
 mod float;
 mod gemm;
 mod math;
+mod memo;
 mod ops;
 mod par;
 mod plan;

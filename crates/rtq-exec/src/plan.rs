@@ -1,6 +1,7 @@
 //! A graph prepared for repeated execution.
 
 use crate::feeds::InputDecl;
+use crate::memo::Memo;
 use crate::registry::{kernel_for, qualified_op, run_kernel, Kernel};
 use crate::ExecError;
 use rtq_ir::{Graph, Node, Tensor, ValueId};
@@ -24,6 +25,11 @@ struct Step {
     outputs: Vec<usize>,
     /// Slots whose last reader is this step, freed right after it.
     free: Vec<usize>,
+    /// Work the kernel derives from constant inputs, kept across runs; offered only
+    /// when `memo_ok`.
+    memo: Memo,
+    /// Whether every input but the first is a plan constant (or omitted).
+    memo_ok: bool,
 }
 
 /// A graph input of the plan.
@@ -156,12 +162,18 @@ impl Plan {
                 .iter()
                 .map(|&o| new_slot(o, &mut slot_of, &mut slot_values))
                 .collect();
+            let memo_ok = srcs
+                .iter()
+                .skip(1)
+                .all(|s| matches!(s, None | Some(Source::Const(_))));
             steps.push(Step {
                 node: node.clone(),
                 kernel,
                 inputs: srcs,
                 outputs,
                 free: Vec::new(),
+                memo: Memo::new(),
+                memo_ok,
             });
         }
 
@@ -256,7 +268,8 @@ impl Plan {
                         ),
                     });
                 }
-                run_kernel(step.kernel, &step.node, &ins)?
+                let memo = step.memo_ok.then_some(&step.memo);
+                run_kernel(step.kernel, &step.node, &ins, memo)?
             };
             for (&slot, t) in step.outputs.iter().zip(outs) {
                 let t = Arc::new(t);

@@ -2,6 +2,7 @@
 //! table, plus the single-node entry point used by constant folding.
 
 use crate::ctx::OpCtx;
+use crate::memo::Memo;
 use crate::{ops, ExecError};
 use rtq_ir::{Node, Tensor};
 use std::collections::HashMap;
@@ -69,8 +70,9 @@ pub(crate) fn run_kernel(
     kernel: Kernel,
     node: &Node,
     inputs: &[Option<&Tensor>],
+    memo: Option<&Memo>,
 ) -> Result<Vec<Tensor>, ExecError> {
-    let ctx = OpCtx::new(node, inputs);
+    let ctx = OpCtx::new(node, inputs).with_memo(memo);
     let mut outputs = kernel(&ctx)?;
     let wanted = node.outputs.len();
     if wanted > 0 {
@@ -93,7 +95,7 @@ pub fn eval_node(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>,
         node: node.name.clone(),
         op: qualified_op(node),
     })?;
-    run_kernel(kernel, node, inputs)
+    run_kernel(kernel, node, inputs, None)
 }
 
 #[cfg(test)]

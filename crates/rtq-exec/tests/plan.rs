@@ -345,3 +345,71 @@ fn kernel_errors_name_the_node() {
     let err = plan.run(&[("x".to_string(), x)]).unwrap_err().to_string();
     assert!(err.contains("fc0") && err.contains("Gemm"), "{err}");
 }
+
+/// A 3x3 convolution of 32 channels (the Winograd kernel's size) whose weights are a
+/// constant or, when `fed`, a graph input.
+fn winograd_conv(fed: bool) -> (Graph, Tensor) {
+    let mut g = Graph::new("wino", 13);
+    let x = g.add_input(
+        "x",
+        DType::F32,
+        vec![Dim::Known(1), Dim::Known(32), Dim::Known(6), Dim::Known(6)],
+    );
+    let w = Tensor::from_f32(
+        vec![32, 32, 3, 3],
+        (0..32 * 32 * 9)
+            .map(|i| ((i * 37 % 19) as f32 - 9.0) * 0.01)
+            .collect(),
+    );
+    let w_id = if fed {
+        g.add_input(
+            "w",
+            DType::F32,
+            vec![Dim::Known(32), Dim::Known(32), Dim::Known(3), Dim::Known(3)],
+        )
+    } else {
+        g.add_constant("w", w.clone())
+    };
+    let y = g.add_value("y", None, None);
+    g.add_node(
+        "conv",
+        "Conv",
+        vec![Some(x), Some(w_id)],
+        vec![y],
+        attrs(&[("pads", Attr::Ints(vec![1, 1, 1, 1]))]),
+    );
+    g.outputs.push(y);
+    (g, w)
+}
+
+#[test]
+fn constant_weights_are_prepared_once_and_fed_weights_every_run() {
+    let x = Tensor::from_f32(
+        vec![1, 32, 6, 6],
+        (0..32 * 36)
+            .map(|i| ((i * 11 % 23) as f32 - 11.0) * 0.1)
+            .collect(),
+    );
+    let (graph, w) = winograd_conv(false);
+    let plan = Plan::new(&graph).unwrap();
+    let feeds = [("x".to_string(), x.clone())];
+    let first = plan.run(&feeds).unwrap();
+    // The second run reads the transformed weights kept by the plan.
+    assert_eq!(plan.run(&feeds).unwrap(), first);
+    let node = graph.node(graph.topo_order().unwrap()[0]);
+    let single = rtq_exec::eval_node(node, &[Some(&x), Some(&w)]).unwrap();
+    assert_eq!(single, first, "a plan and a single evaluation agree");
+
+    // Weights that are a graph input may change between runs: nothing is kept.
+    let (graph, _) = winograd_conv(true);
+    let plan = Plan::new(&graph).unwrap();
+    let run = |w: &Tensor| {
+        plan.run(&[("x".to_string(), x.clone()), ("w".to_string(), w.clone())])
+            .unwrap()
+    };
+    assert_eq!(run(&w), first);
+    let doubled = w.to_f32_vec().iter().map(|v| v * 2.0).collect();
+    let twice = run(&Tensor::from_f32(vec![32, 32, 3, 3], doubled));
+    let want: Vec<f32> = first[0].to_f32_vec().iter().map(|v| v * 2.0).collect();
+    assert_eq!(twice[0].to_f32_vec(), want);
+}

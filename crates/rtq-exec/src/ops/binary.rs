@@ -210,21 +210,32 @@ fn pow(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 fn fold(ctx: &OpCtx<'_>, op: Arith) -> Result<(Tensor, DType), ExecError> {
     let inputs = ctx.variadic()?;
     let dtype = inputs[0].dtype();
+    if let Some(t) = inputs.iter().find(|t| t.dtype() != dtype) {
+        return Err(ctx.err(format!(
+            "inputs have different element types ({dtype} and {})",
+            t.dtype()
+        )));
+    }
     let widen = matches!(dtype, DType::F16 | DType::BF16);
     let prep = |t: &Tensor| if widen { t.cast(DType::F32) } else { t.clone() };
-    let mut acc = prep(inputs[0]);
-    for t in &inputs[1..] {
-        if t.dtype() != dtype {
-            return Err(ctx.err(format!(
-                "inputs have different element types ({dtype} and {})",
-                t.dtype()
-            )));
-        }
-        acc = if widen {
-            arith(ctx, op, &acc, &prep(t))?
+    let step = |acc: &Tensor, t: &Tensor| {
+        if widen {
+            arith(ctx, op, acc, &prep(t))
         } else {
-            arith(ctx, op, &acc, t)?
-        };
+            arith(ctx, op, acc, t)
+        }
+    };
+    let Some((&first, rest)) = inputs.split_first() else {
+        unreachable!("variadic() returns at least one input");
+    };
+    // The first operation reads the first input in place instead of a copy of it.
+    let mut acc = match rest.split_first() {
+        None => prep(first),
+        Some((&second, _)) if widen => step(&prep(first), second)?,
+        Some((&second, _)) => step(first, second)?,
+    };
+    for t in rest.iter().skip(1) {
+        acc = step(&acc, t)?;
     }
     Ok((acc, dtype))
 }

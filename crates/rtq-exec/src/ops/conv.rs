@@ -1,16 +1,19 @@
 //! Conv (1-D, 2-D and 3-D; groups, dilations, strides, pads, auto_pad, optional bias).
 //!
 //! Depthwise convolutions (one input channel per group) run a direct kernel over
-//! output planes in parallel; the others use im2col (skipped for plain 1x1) followed by
-//! SGEMM, tiling the output positions so the column buffer stays bounded.
+//! output planes in parallel; 3x3 stride-1 ones with enough channels use Winograd
+//! F(2x2, 3x3) (see [`winograd`]); the others use im2col (skipped for plain 1x1)
+//! followed by SGEMM, tiling the output positions so the column buffer stays bounded.
 
 use rayon::prelude::*;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
 use crate::gemm::{sgemm, Mat};
+use crate::memo::derived;
 use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::window::{valid_taps, Window};
+use crate::ops::winograd;
 use crate::par;
 use crate::registry::Kernel;
 use crate::ExecError;
@@ -88,7 +91,12 @@ fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         win,
     };
     let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
-    conv_f32(&xs, &ws, bias.is_some(), &problem, &mut out);
+    if winograd::applies(&problem) {
+        let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
+        winograd::conv(&xs, &u, &problem, &mut out);
+    } else {
+        conv_f32(&xs, &ws, bias.is_some(), &problem, &mut out);
+    }
     let mut shape = vec![n, m];
     shape.extend(problem.win.output_dims());
     Ok(vec![tensor_from_f32(dtype, shape, out)])
@@ -112,7 +120,7 @@ fn broadcast_bias(bias: Option<&[f32]>, n: usize, m: usize, out_sp: usize) -> Ve
 /// Computes a convolution in f32 into `out` (`n * m * output_size` elements), which
 /// holds the bias planes on entry when `has_bias` (see [`broadcast_bias`]) and zeros
 /// otherwise.
-fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f32]) {
+pub(crate) fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f32]) {
     let cg = p.c / p.group;
     if out.is_empty() {
         return;
@@ -190,11 +198,12 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
         let off_x = (kx * win.dilation[2]) as isize - win.pad_begin[2] as isize;
         let (ox_lo, ox_hi) = valid_taps(off_x, win.stride[2], ow, iw as isize);
         let sw = win.stride[2];
-        let mut pos = p0;
+        // Output coordinates of position `p0`, then advanced run by run (no division
+        // per output row).
+        let (mut od, rem) = (p0 / (oh * ow), p0 % (oh * ow));
+        let (mut oy, mut ox) = (rem / ow, rem % ow);
         let mut i = 0;
         while i < tp {
-            let (od, rem) = (pos / (oh * ow), pos % (oh * ow));
-            let (oy, ox) = (rem / ow, rem % ow);
             let run = (ow - ox).min(tp - i);
             let out = &mut dst[i..i + run];
             let iz =
@@ -207,8 +216,9 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
                 let src = &xc[(iz as usize * ih + iy as usize) * iw..][..iw];
                 let lo = ox_lo.clamp(ox, ox + run) - ox;
                 let hi = ox_hi.clamp(ox, ox + run) - ox;
-                out[..lo].fill(0.0);
-                out[hi..].fill(0.0);
+                // Padding edges are a few elements: no `memset` call for them.
+                out[..lo].iter_mut().for_each(|o| *o = 0.0);
+                out[hi..].iter_mut().for_each(|o| *o = 0.0);
                 if lo < hi {
                     let first = ((ox + lo) * sw) as isize + off_x;
                     let first = first as usize;
@@ -222,7 +232,15 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
                 }
             }
             i += run;
-            pos += run;
+            ox += run;
+            if ox == ow {
+                ox = 0;
+                oy += 1;
+                if oy == oh {
+                    oy = 0;
+                    od += 1;
+                }
+            }
         }
     });
 }

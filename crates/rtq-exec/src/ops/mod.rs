@@ -33,6 +33,7 @@ mod transpose;
 mod trilu;
 mod unary;
 mod window;
+mod winograd;
 
 /// Every op family's kernel table.
 pub(crate) const FAMILIES: &[&[(&str, Kernel)]] = &[
