@@ -225,9 +225,7 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
                     if sw == 1 {
                         out[lo..hi].copy_from_slice(&src[first..first + (hi - lo)]);
                     } else {
-                        for (j, o) in out[lo..hi].iter_mut().enumerate() {
-                            *o = src[first + j * sw];
-                        }
+                        gather_strided(&mut out[lo..hi], &src[first..], sw);
                     }
                 }
             }
@@ -243,6 +241,23 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
             }
         }
     });
+}
+
+/// `dst[j] = src[j * step]` for every `j` of `dst`. Stride 2 (the common
+/// down-sampling case) reads `src` in pairs, which vectorises.
+fn gather_strided(dst: &mut [f32], src: &[f32], step: usize) {
+    if step == 2 {
+        if let Some((last, head)) = dst.split_last_mut() {
+            for (d, pair) in head.iter_mut().zip(src.chunks_exact(2)) {
+                *d = pair[0];
+            }
+            *last = src[2 * head.len()];
+        }
+    } else {
+        for (d, &v) in dst.iter_mut().zip(src.iter().step_by(step)) {
+            *d = v;
+        }
+    }
 }
 
 /// Direct convolution when every group has one input channel (depthwise and
@@ -487,6 +502,19 @@ mod tests {
         );
         for (a, b) in y.as_f32().unwrap().iter().zip(&want) {
             assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn strided_gather_picks_every_step() {
+        let src: Vec<f32> = (0..20).map(|v| v as f32).collect();
+        for step in 1..5 {
+            for len in 0..5 {
+                let mut dst = vec![-1.0; len];
+                super::gather_strided(&mut dst, &src[3..3 + (len.max(1) - 1) * step + 1], step);
+                let want: Vec<f32> = (0..len).map(|j| (3 + j * step) as f32).collect();
+                assert_eq!(dst, want, "step {step} len {len}");
+            }
         }
     }
 
