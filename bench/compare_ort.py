@@ -570,8 +570,13 @@ def rtq_json(rtq: str, args: list[str], timeout: float) -> dict:
     return json.loads(p.stdout)
 
 
-def model_sizes(rtq: str, spec: ModelSpec, work: str, int8_model: str | None, baseline: str, timeout: float) -> dict:
-    """FP32 weight bytes of `baseline` and rtq FP16/INT8 weight bytes relative to them (`rtq inspect`)."""
+def model_sizes(
+    rtq: str, spec: ModelSpec, work: str, int8_model: str | None, ort_int8_model: str | None, baseline: str, timeout: float
+) -> dict:
+    """FP32 weight bytes of `baseline`, and rtq FP16/INT8 and onnxruntime INT8 weight bytes relative to them.
+
+    All measured by `rtq inspect`, so both tools' INT8 models are counted the same way.
+    """
     sizes: dict = {"baseline": baseline}
     fp32 = rtq_json(rtq, ["inspect", baseline, "--json"], timeout)
     sizes["fp32_weight_bytes"] = fp32["weight_bytes_total"]
@@ -595,6 +600,11 @@ def model_sizes(rtq: str, spec: ModelSpec, work: str, int8_model: str | None, ba
         sizes["int8_weight_bytes"] = info["weight_bytes_total"]
         sizes["int8_ratio"] = info["weight_ratio_vs_baseline"]
         sizes["int8_weight_bytes_by_dtype"] = info["weight_bytes"]
+    if ort_int8_model:
+        info = rtq_json(rtq, ["inspect", ort_int8_model, "--json", "--baseline", baseline], timeout)
+        sizes["ort_int8_weight_bytes"] = info["weight_bytes_total"]
+        sizes["ort_int8_ratio"] = info["weight_ratio_vs_baseline"]
+        sizes["ort_int8_weight_bytes_by_dtype"] = info["weight_bytes"]
     return sizes
 
 
@@ -628,6 +638,7 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
     shape_arg = "x".join(map(str, spec.shape))
     failures = 0
     largest_rtq_int8 = None
+    largest_ort_int8 = None
     for n in counts:
         calib_dir = link_subset(calib_paths[:n], os.path.join(work, f"calib_{n}"))
         jobs = [("rtq", m) for m in args.rtq_methods] + [("ort", m) for m in args.ort_methods]
@@ -677,6 +688,8 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
                     failures += 1
                 if tool == "rtq" and method == args.rtq_methods[0] and n == max(counts):
                     largest_rtq_int8 = model_out
+                if tool == "ort" and method == args.ort_methods[0] and n == max(counts):
+                    largest_ort_int8 = model_out
             result["runs"].append(run)
             print("   " + format_row(spec.name, run), flush=True)
 
@@ -684,7 +697,9 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
     # against onnxruntime's pre-processed (constant-folded) FP32 model instead.
     baseline = ort_model if spec.computed_weights and ort_model != spec.path else spec.path
     try:
-        result["sizes"] = model_sizes(args.rtq, spec, work, largest_rtq_int8, baseline, args.timeout)
+        result["sizes"] = model_sizes(
+            args.rtq, spec, work, largest_rtq_int8, largest_ort_int8, baseline, args.timeout
+        )
     except Exception as e:  # noqa: BLE001
         result["sizes"] = {"error": str(e)[:1500]}
         failures += 1
@@ -812,6 +827,8 @@ def print_summary(results: list[dict], args) -> None:
                 line += f", rtq FP16 {s['fp16_weight_bytes']} B ({100 * s['fp16_ratio']:.1f}%)"
             if "int8_ratio" in s:
                 line += f", rtq INT8 {s['int8_weight_bytes']} B ({100 * s['int8_ratio']:.1f}%)"
+            if "ort_int8_ratio" in s:
+                line += f", ORT INT8 {s['ort_int8_weight_bytes']} B ({100 * s['ort_int8_ratio']:.1f}%)"
             print(line)
         elif "error" in s:
             print(f"   sizes: {s['error'][:300]}")

@@ -7,8 +7,9 @@ use rayon::prelude::*;
 use rtq_calib::{CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
 use rtq_ir::{Graph, Tensor, ValueId};
 use std::collections::HashMap;
-use std::sync::{mpsc, Arc};
-use std::time::Instant;
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Ranges and statistics gathered by [`calibrate`].
 #[derive(Debug, Default)]
@@ -95,7 +96,11 @@ pub fn calibrate(
             }
             Ok(())
         });
-        let forward = run_forward(&plan, set, files, &specs, &slot_of, &bar, queue);
+        // On one of rayon's own threads, the kernels' parallel loops start as local
+        // work instead of being injected into the pool from outside and waited for
+        // (two thread switches per loop, which dominate on small models).
+        let forward =
+            rayon::scope(|_| run_forward(&plan, set, files, &specs, &slot_of, &bar, queue));
         let collected = collector_stage
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -141,7 +146,7 @@ fn run_forward(
     specs: &[InputSpec],
     slot_of: &HashMap<ValueId, usize>,
     bar: &ProgressBar,
-    queue: mpsc::SyncSender<Vec<Observation>>,
+    queue: SyncSender<Vec<Observation>>,
 ) -> Result<usize> {
     let mut samples = 0usize;
     for &file in files {
@@ -159,7 +164,7 @@ fn run_forward(
                         tensor: Arc::clone(t),
                     });
                     if pending_bytes >= BATCH_BYTES {
-                        stopped = queue.send(std::mem::take(&mut pending)).is_err();
+                        stopped = !hand_over(&queue, std::mem::take(&mut pending));
                         pending_bytes = 0;
                     }
                 }
@@ -171,7 +176,7 @@ fn run_forward(
                 )
             })?;
             if !pending.is_empty() && !stopped {
-                stopped = queue.send(pending).is_err();
+                stopped = !hand_over(&queue, pending);
             }
             if stopped {
                 return Ok(samples);
@@ -181,6 +186,27 @@ fn run_forward(
         bar.inc(1);
     }
     Ok(samples)
+}
+
+/// Sends `batch` to the collector stage; false when that stage has stopped.
+///
+/// The forward passes run on one of rayon's threads, and the collectors use the same
+/// pool for big tensors: while the queue is full this thread runs the pool's pending
+/// work (or naps briefly) instead of blocking, so that even a pool of one thread
+/// cannot deadlock.
+fn hand_over(queue: &SyncSender<Vec<Observation>>, mut batch: Vec<Observation>) -> bool {
+    loop {
+        match queue.try_send(batch) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(back)) => {
+                batch = back;
+                if rayon::yield_now() != Some(rayon::Yield::Executed) {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+            }
+        }
+    }
 }
 
 /// A progress bar on stderr, hidden when `show` is false or stderr is not a terminal.

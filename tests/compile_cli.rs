@@ -182,6 +182,74 @@ fn same_input_gives_byte_identical_outputs() {
 }
 
 #[test]
+fn large_activations_calibrate_identically_on_any_pool_size() {
+    if skip_python() {
+        return;
+    }
+    // Activations of 16x128x128 values are histogrammed on rayon's pool while the
+    // forward passes (themselves on a pool thread) fill the hand-over queue: with a
+    // pool of one thread this must neither deadlock nor change a byte.
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("convs.onnx");
+    let calib = dir.path().join("calib");
+    std::fs::create_dir(&calib).unwrap();
+    python_inline(&format!(
+        r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+rng = np.random.default_rng(5)
+nodes, inits, prev = [], [], "x"
+for i in range(4):
+    inits.append(numpy_helper.from_array((rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32), f"w{{i}}"))
+    nodes.append(helper.make_node("Conv", [prev, f"w{{i}}"], [f"c{{i}}"], name=f"conv{{i}}", pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", [f"c{{i}}"], [f"r{{i}}"], name=f"relu{{i}}"))
+    prev = f"r{{i}}"
+nodes.append(helper.make_node("GlobalAveragePool", [prev], ["y"], name="pool"))
+g = helper.make_graph(nodes, "convs",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 128, 128])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 1, 1])], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), r"{model}")
+for i in range(8):
+    np.save(r"{calib}/s%d.npy" % i, rng.standard_normal((1, 16, 128, 128)).astype(np.float32))
+"#,
+        model = model.display(),
+        calib = calib.display()
+    ));
+    let build = |threads: &str| {
+        let out = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rtq"))
+            .args([
+                "compile",
+                model.to_str().unwrap(),
+                "--int8",
+                "--holdout",
+                "0",
+            ])
+            .args(["--calib", calib.to_str().unwrap(), "--quiet"])
+            .args(["-o", out.path().to_str().unwrap()])
+            .env("RAYON_NUM_THREADS", threads)
+            .spawn()
+            .expect("rtq runs");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().ok();
+                panic!("rtq compile hung with RAYON_NUM_THREADS={threads}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        assert!(status.success(), "rtq compile failed (threads {threads})");
+        std::fs::read(out.path().join("convs_calibration.cache")).unwrap()
+    };
+    let one = build("1");
+    assert_eq!(one, build("2"), "cache differs between 1 and 2 threads");
+    assert_eq!(one, build("3"), "cache differs between 1 and 3 threads");
+}
+
+#[test]
 fn report_text_and_debug_flags() {
     let out = tempfile::tempdir().unwrap();
     let stdout = compile_ok(

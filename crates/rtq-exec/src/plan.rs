@@ -227,14 +227,23 @@ impl Plan {
 
     /// Runs the graph with `feeds` (by graph-input name) and returns the graph outputs
     /// in order.
+    ///
+    /// The whole run happens on one of rayon's threads (directly, when called from
+    /// one): the kernels' parallel loops then start as local work rather than each
+    /// being injected into the pool and waited for from outside, which costs two
+    /// thread switches per loop.
     pub fn run(&self, feeds: &[(String, Tensor)]) -> Result<Vec<Tensor>, ExecError> {
-        self.execute(feeds, None)
+        rayon::scope(|_| self.execute(feeds, None))
     }
 
     /// Same as [`Plan::run`], calling `observe(value_id, &tensor)` for every fed input
     /// and every value a node computes, before it may be freed. The observer may keep
     /// a computed tensor (clone the `Arc`) without copying it; fed inputs are copied
     /// once into an `Arc` for the call.
+    ///
+    /// Unlike [`Plan::run`] this runs on the calling thread, so that an observer may
+    /// block (e.g. on a queue) without holding one of rayon's threads; callers that
+    /// never block can move it onto the pool themselves (`rayon::scope`).
     pub fn run_observed(
         &self,
         feeds: &[(String, Tensor)],
