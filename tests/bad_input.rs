@@ -126,9 +126,8 @@ fn unsupported_ops_are_listed_by_node() {
     if skip_python() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("custom.onnx");
-    let script = format!(
+    let (_dir, path, _) = python_model(
+        "custom.onnx",
         r#"
 import onnx
 from onnx import helper, TensorProto
@@ -139,11 +138,9 @@ g = helper.make_graph([n1, n2, n3], "g",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
 m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
-onnx.save(m, r"{}")
+onnx.save(m, MODEL)
 "#,
-        path.display()
     );
-    python_inline(&script);
     let out = tempfile::tempdir().unwrap();
     let err = rtq_fails(&[
         "compile",
@@ -168,11 +165,8 @@ fn nan_computed_inside_the_graph_names_tensor_and_sample() {
     // Sqrt of a negative input gives NaN in an intermediate tensor: the calibration
     // stage that histograms it (a thread of its own) must stop the run with an error
     // naming the tensor and the sample, leaving no output.
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("sqrt.onnx");
-    let calib = dir.path().join("calib");
-    std::fs::create_dir(&calib).unwrap();
-    let script = format!(
+    let (_dir, model, calib) = python_model(
+        "sqrt.onnx",
         r#"
 import numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
@@ -182,14 +176,11 @@ n2 = helper.make_node("MatMul", ["root", "w"], ["y"], name="mm")
 g = helper.make_graph([n1, n2], "g",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), r"{model}")
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
 for i in range(6):
-    np.save(r"{calib}/s%d.npy" % i, np.full((1, 4), 1.0 if i != 3 else -1.0, np.float32))
+    np.save(f"{CALIB}/s{i}.npy", np.full((1, 4), 1.0 if i != 3 else -1.0, np.float32))
 "#,
-        model = model.display(),
-        calib = calib.display()
     );
-    python_inline(&script);
     let out = tempfile::tempdir().unwrap();
     let err = compile_int8(&model, &calib, out.path());
     assert!(

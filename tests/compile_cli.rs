@@ -189,32 +189,27 @@ fn large_activations_calibrate_identically_on_any_pool_size() {
     // Activations of 16x128x128 values are histogrammed on rayon's pool while the
     // forward passes (themselves on a pool thread) fill the hand-over queue: with a
     // pool of one thread this must neither deadlock nor change a byte.
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("convs.onnx");
-    let calib = dir.path().join("calib");
-    std::fs::create_dir(&calib).unwrap();
-    python_inline(&format!(
+    let (_dir, model, calib) = python_model(
+        "convs.onnx",
         r#"
 import numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
 rng = np.random.default_rng(5)
 nodes, inits, prev = [], [], "x"
 for i in range(4):
-    inits.append(numpy_helper.from_array((rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32), f"w{{i}}"))
-    nodes.append(helper.make_node("Conv", [prev, f"w{{i}}"], [f"c{{i}}"], name=f"conv{{i}}", pads=[1, 1, 1, 1]))
-    nodes.append(helper.make_node("Relu", [f"c{{i}}"], [f"r{{i}}"], name=f"relu{{i}}"))
-    prev = f"r{{i}}"
+    inits.append(numpy_helper.from_array((rng.standard_normal((16, 16, 3, 3)) * 0.1).astype(np.float32), f"w{i}"))
+    nodes.append(helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"))
+    prev = f"r{i}"
 nodes.append(helper.make_node("GlobalAveragePool", [prev], ["y"], name="pool"))
 g = helper.make_graph(nodes, "convs",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 128, 128])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 1, 1])], inits)
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), r"{model}")
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
 for i in range(8):
-    np.save(r"{calib}/s%d.npy" % i, rng.standard_normal((1, 16, 128, 128)).astype(np.float32))
+    np.save(f"{CALIB}/s{i}.npy", rng.standard_normal((1, 16, 128, 128)).astype(np.float32))
 "#,
-        model = model.display(),
-        calib = calib.display()
-    ));
+    );
     let build = |threads: &str| {
         let out = tempfile::tempdir().unwrap();
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rtq"))

@@ -83,6 +83,24 @@ fn python_output(mut cmd: Command, what: &str) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
+/// A model (and calibration data) written by inline Python in a fresh temporary
+/// directory. `script` sees `MODEL`, the path of the `.onnx` file to save, and
+/// `CALIB`, an empty directory for `.npy` samples. Returns the directory (deleted
+/// when dropped), the model path and the calibration directory.
+pub fn python_model(file_name: &str, script: &str) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join(file_name);
+    let calib = dir.path().join("calib");
+    std::fs::create_dir(&calib).unwrap();
+    let prelude = format!(
+        "MODEL = r\"{}\"\nCALIB = r\"{}\"\n",
+        model.display(),
+        calib.display()
+    );
+    python_inline(&(prelude + script));
+    (dir, model, calib)
+}
+
 /// A directory of a Python package (e.g. `onnx` + `backend/test/data/light`).
 pub fn python_package_dir(module: &str, sub: &str) -> PathBuf {
     let code = format!(
