@@ -37,9 +37,9 @@ every intermediate output of every sample in memory until the end of calibration
 
 Model sizes come from ``rtq inspect --json --baseline FP32.onnx`` on rtq's FP16 build
 (``rtq compile --fp16``) and INT8 build, and on onnxruntime's INT8 model (its first
-method, at the largest sample count), counted the same way (for light_resnet50, whose weights only exist
-once its ConstantOfShape nodes are folded, the baseline is onnxruntime's
-constant-folded pre-processed model).
+method, at the largest sample count), counted the same way (for light_resnet50, whose
+weights only exist once its ConstantOfShape nodes are folded, the baseline is
+onnxruntime's constant-folded pre-processed model).
 
 Models (``--models``, default all):
 
