@@ -596,16 +596,12 @@ def model_sizes(
         info = rtq_json(rtq, ["inspect", fp16, "--json", "--baseline", baseline], timeout)
         sizes["fp16_weight_bytes"] = info["weight_bytes_total"]
         sizes["fp16_ratio"] = info["weight_ratio_vs_baseline"]
-    if int8_model:
-        info = rtq_json(rtq, ["inspect", int8_model, "--json", "--baseline", baseline], timeout)
-        sizes["int8_weight_bytes"] = info["weight_bytes_total"]
-        sizes["int8_ratio"] = info["weight_ratio_vs_baseline"]
-        sizes["int8_weight_bytes_by_dtype"] = info["weight_bytes"]
-    if ort_int8_model:
-        info = rtq_json(rtq, ["inspect", ort_int8_model, "--json", "--baseline", baseline], timeout)
-        sizes["ort_int8_weight_bytes"] = info["weight_bytes_total"]
-        sizes["ort_int8_ratio"] = info["weight_ratio_vs_baseline"]
-        sizes["ort_int8_weight_bytes_by_dtype"] = info["weight_bytes"]
+    for prefix, model in (("int8", int8_model), ("ort_int8", ort_int8_model)):
+        if model:
+            info = rtq_json(rtq, ["inspect", model, "--json", "--baseline", baseline], timeout)
+            sizes[f"{prefix}_weight_bytes"] = info["weight_bytes_total"]
+            sizes[f"{prefix}_ratio"] = info["weight_ratio_vs_baseline"]
+            sizes[f"{prefix}_weight_bytes_by_dtype"] = info["weight_bytes"]
     return sizes
 
 
@@ -638,8 +634,9 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
 
     shape_arg = "x".join(map(str, spec.shape))
     failures = 0
-    largest_rtq_int8 = None
-    largest_ort_int8 = None
+    # Each tool's INT8 model from its first method at the largest count, for the sizes.
+    first_method = {"rtq": args.rtq_methods[0], "ort": args.ort_methods[0]}
+    largest_int8: dict[str, str] = {}
     for n in counts:
         calib_dir = link_subset(calib_paths[:n], os.path.join(work, f"calib_{n}"))
         jobs = [("rtq", m) for m in args.rtq_methods] + [("ort", m) for m in args.ort_methods]
@@ -687,10 +684,8 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
                 except Exception as e:  # noqa: BLE001 - report and go on with the other runs
                     run["error"] = f"onnxruntime could not run the INT8 model: {type(e).__name__}: {e}"[:1500]
                     failures += 1
-                if tool == "rtq" and method == args.rtq_methods[0] and n == max(counts):
-                    largest_rtq_int8 = model_out
-                if tool == "ort" and method == args.ort_methods[0] and n == max(counts):
-                    largest_ort_int8 = model_out
+                if method == first_method[tool] and n == max(counts):
+                    largest_int8[tool] = model_out
             result["runs"].append(run)
             print("   " + format_row(spec.name, run), flush=True)
 
@@ -699,7 +694,7 @@ def bench_model(spec: ModelSpec, args, work: str) -> dict:
     baseline = ort_model if spec.computed_weights and ort_model != spec.path else spec.path
     try:
         result["sizes"] = model_sizes(
-            args.rtq, spec, work, largest_rtq_int8, largest_ort_int8, baseline, args.timeout
+            args.rtq, spec, work, largest_int8.get("rtq"), largest_int8.get("ort"), baseline, args.timeout
         )
     except Exception as e:  # noqa: BLE001
         result["sizes"] = {"error": str(e)[:1500]}

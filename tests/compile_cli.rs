@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::time::Duration;
 
 fn held_out_inputs() -> Vec<std::path::PathBuf> {
     files_in(&demo_calib()).into_iter().rev().take(6).collect()
@@ -143,26 +144,25 @@ fn same_input_gives_byte_identical_outputs() {
     // Calibration runs the forward passes and the range collectors on different
     // threads and splits large tensors over rayon's pool: neither the timing nor the
     // thread count may change a single byte.
+    let (model, calib) = (demo_model(), demo_calib());
     let build = |threads: Option<&str>| {
         let out = tempfile::tempdir().unwrap();
-        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rtq"));
-        cmd.args([
-            "compile",
-            demo_model().to_str().unwrap(),
-            "-o",
-            out.path().to_str().unwrap(),
-            "--int8",
-            "--calib",
-            demo_calib().to_str().unwrap(),
-            "--calib-samples",
-            "10",
-            "--quiet",
-        ]);
-        if let Some(n) = threads {
-            cmd.env("RAYON_NUM_THREADS", n);
-        }
-        let status = cmd.status().expect("rtq runs");
-        assert!(status.success(), "rtq compile failed (threads {threads:?})");
+        rtq_ok_with_threads(
+            &[
+                "compile",
+                model.to_str().unwrap(),
+                "-o",
+                out.path().to_str().unwrap(),
+                "--int8",
+                "--calib",
+                calib.to_str().unwrap(),
+                "--calib-samples",
+                "10",
+                "--quiet",
+            ],
+            threads,
+            Duration::from_secs(300),
+        );
         let model = std::fs::read(out.path().join("tinyresnet_int8.onnx")).unwrap();
         let cache = std::fs::read(out.path().join("tinyresnet_calibration.cache")).unwrap();
         (model, cache)
@@ -212,31 +212,22 @@ for i in range(8):
     );
     let build = |threads: &str| {
         let out = tempfile::tempdir().unwrap();
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_rtq"))
-            .args([
+        rtq_ok_with_threads(
+            &[
                 "compile",
                 model.to_str().unwrap(),
                 "--int8",
                 "--holdout",
                 "0",
-            ])
-            .args(["--calib", calib.to_str().unwrap(), "--quiet"])
-            .args(["-o", out.path().to_str().unwrap()])
-            .env("RAYON_NUM_THREADS", threads)
-            .spawn()
-            .expect("rtq runs");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if std::time::Instant::now() > deadline {
-                child.kill().ok();
-                panic!("rtq compile hung with RAYON_NUM_THREADS={threads}");
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        assert!(status.success(), "rtq compile failed (threads {threads})");
+                "--calib",
+                calib.to_str().unwrap(),
+                "--quiet",
+                "-o",
+                out.path().to_str().unwrap(),
+            ],
+            Some(threads),
+            Duration::from_secs(300),
+        );
         std::fs::read(out.path().join("convs_calibration.cache")).unwrap()
     };
     let one = build("1");

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -50,6 +51,33 @@ pub fn rtq_fails(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stderr).expect("utf-8")
+}
+
+/// Runs rtq with `RAYON_NUM_THREADS=threads` (rayon's default pool when `None`) and
+/// asserts that it succeeds within `limit`: a hang, such as a thread-pool deadlock,
+/// fails the test instead of stalling the suite.
+pub fn rtq_ok_with_threads(args: &[&str], threads: Option<&str>, limit: Duration) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtq"));
+    cmd.args(args);
+    if let Some(n) = threads {
+        cmd.env("RAYON_NUM_THREADS", n);
+    }
+    let mut child = cmd.spawn().expect("rtq runs");
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("rtq {args:?} hung (RAYON_NUM_THREADS {threads:?})");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "rtq {args:?} failed (RAYON_NUM_THREADS {threads:?})"
+    );
 }
 
 /// Whether Python reference tests are skipped (`RTQ_SKIP_PYTHON_TESTS=1`).
