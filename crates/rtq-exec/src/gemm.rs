@@ -1,6 +1,7 @@
-//! A bounds-checked wrapper over the `gemm` crate's SGEMM (runtime-selected AVX2 /
+//! A bounds-checked wrapper over the `gemm-f32` crate's SGEMM (runtime-selected AVX2 /
 //! AVX-512 / NEON kernels), spread over rayon's threads ([`Split`]).
 
+use gemm_common::Parallelism;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -103,7 +104,7 @@ fn product(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32], ldc: us
     // `c`'s base, as an address so that column blocks can be written from rayon's
     // threads.
     let c_addr = c.as_mut_ptr() as usize;
-    let run = |cols: Range<usize>, parallelism: gemm::Parallelism| {
+    let run = |cols: Range<usize>, parallelism: Parallelism| {
         // SAFETY: the asserts above guarantee every element addressed through the
         // given dimensions and strides lies inside `a.data`, `b.data` and `c`; a
         // block addresses columns `cols` of `b` and `c`, distinct blocks write
@@ -115,11 +116,11 @@ fn product(alpha: f32, a: Mat<'_>, b: Mat<'_>, beta: f32, c: &mut [f32], ldc: us
         }
     };
     match split {
-        Split::Single => run(0..n, gemm::Parallelism::None),
-        Split::Crate => run(0..n, gemm::Parallelism::Rayon(0)),
+        Split::Single => run(0..n, Parallelism::None),
+        Split::Crate => run(0..n, Parallelism::Rayon(0)),
         Split::Columns { width, count } => (0..count)
             .into_par_iter()
-            .for_each(|j| run(j * width..((j + 1) * width).min(n), gemm::Parallelism::None)),
+            .for_each(|j| run(j * width..((j + 1) * width).min(n), Parallelism::None)),
     }
 }
 
@@ -197,31 +198,68 @@ unsafe fn column_block(
     c_block: *mut f32,
     ldc: usize,
     cols: Range<usize>,
-    parallelism: gemm::Parallelism,
+    parallelism: Parallelism,
 ) {
-    // gemm computes dst := alpha * dst + beta * lhs * rhs, reading dst only when
-    // asked to; its strides are (column, row).
-    gemm::gemm(
-        a.rows,
-        cols.len(),
-        a.cols,
-        c_block,
-        1,
-        ldc as isize,
-        beta != 0.0,
+    // gemm-f32 computes dst := alpha * dst + beta * lhs * rhs, reading dst only when
+    // asked to; its strides are (column, row) and its kernels prefer a column-major
+    // dst, so a row-major one is handled as the transposed product (as the `gemm`
+    // facade crate does).
+    let sgemm = gemm_f32::gemm::f32::get_gemm_fn();
+    let (m, n, k) = (a.rows, cols.len(), a.cols);
+    let (a_ptr, a_cs, a_rs) = (
         a.data.as_ptr(),
         a.col_stride as isize,
         a.row_stride as isize,
-        b.data.as_ptr().add(cols.start * b.col_stride),
-        b.col_stride as isize,
-        b.row_stride as isize,
-        beta,
-        alpha,
-        false,
-        false,
-        false,
-        parallelism,
     );
+    let b_ptr = b.data.as_ptr().add(cols.start * b.col_stride);
+    let (b_cs, b_rs) = (b.col_stride as isize, b.row_stride as isize);
+    let ldc = ldc as isize;
+    if 1 < ldc {
+        // C^T (n x m, column-major) = B^T A^T.
+        sgemm(
+            n,
+            m,
+            k,
+            c_block,
+            ldc,
+            1,
+            beta != 0.0,
+            b_ptr,
+            b_rs,
+            b_cs,
+            a_ptr,
+            a_rs,
+            a_cs,
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    } else {
+        sgemm(
+            m,
+            n,
+            k,
+            c_block,
+            1,
+            ldc,
+            beta != 0.0,
+            a_ptr,
+            a_cs,
+            a_rs,
+            b_ptr,
+            b_cs,
+            b_rs,
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
 }
 
 #[cfg(test)]
