@@ -11,7 +11,7 @@ use rtq_emit::{
 };
 use rtq_ir::{DType, Graph, ValueId};
 use rtq_passes::quant::{
-    apply_int8, convert_fp16, plan_int8, Fp16Options, Int8Options, NodeFilter,
+    apply_int8, convert_fp16, plan_int8, Fp16Options, Int8Options, NodeFilter, ScaleFormat,
 };
 use rtq_passes::{OptimizeOptions, PassManager};
 use std::path::{Path, PathBuf};
@@ -165,9 +165,6 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     if opts.int8 && opts.calib_dir.is_none() {
         bail!("--int8 needs calibration data: pass --calib DIR");
     }
-    if opts.int8 && opts.fp16 {
-        bail!("--fp16 together with --int8 is not supported yet: build one precision per run");
-    }
     let stem = opts
         .model
         .file_stem()
@@ -279,7 +276,13 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let mut suffix = "_opt";
     if opts.int8 {
         let set = set.as_ref().expect("checked above");
-        let plan = plan_int8(&graph, &opts.int8_opts).context("planning INT8 quantization")?;
+        let mut int8_opts = opts.int8_opts.clone();
+        if opts.fp16 {
+            // The FP16 conversion below stores the scales in half precision: make them
+            // exact there, and quantize the weights against those values.
+            int8_opts.scale_format = ScaleFormat::F16;
+        }
+        let plan = plan_int8(&graph, &int8_opts).context("planning INT8 quantization")?;
         // Calibrate every float activation: the Q/DQ plan needs a subset, the TensorRT
         // cache wants them all.
         let targets = float_activations(&graph);
@@ -328,6 +331,22 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
         report.precision = "int8".into();
         suffix = "_int8";
         lap("quantize", &mut timings);
+        if opts.fp16 {
+            // Mixed INT8/FP16: what is not INT8 runs in half precision, Q/DQ included;
+            // the calibration run already tells which activations would overflow it.
+            let fp16 = Fp16Options {
+                exclude: opts.fp16_exclude.clone(),
+                keep_io_types: opts.fp16_keep_io,
+                observed_absmax: result.stats.iter().map(|(v, s)| (*v, s.absmax)).collect(),
+                half_qdq: true,
+                ..Default::default()
+            };
+            let summary = convert_fp16(&mut graph, &fp16).context("converting to FP16")?;
+            report.passes["fp16"] = serde_json::to_value(&summary)?;
+            report.precision = "int8+fp16".into();
+            suffix = "_int8_fp16";
+            lap("fp16", &mut timings);
+        }
     } else if opts.fp16 {
         let mut fp16 = Fp16Options {
             exclude: opts.fp16_exclude.clone(),

@@ -114,6 +114,65 @@ fn fp16_build_halves_weights_and_agrees_with_fp32() {
 }
 
 #[test]
+fn int8_with_fp16_builds_a_mixed_model_with_half_scales_and_biases() {
+    let out = tempfile::tempdir().unwrap();
+    let calib = demo_calib();
+    compile_ok(
+        &demo_model(),
+        out.path(),
+        &[
+            "--int8",
+            "--fp16",
+            "--calib",
+            calib.to_str().unwrap(),
+            "--quiet",
+        ],
+    );
+    let model = out.path().join("tinyresnet_int8_fp16.onnx");
+    assert!(model.exists());
+    assert!(out.path().join("tinyresnet_calibration.cache").exists());
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["precision"], "int8+fp16");
+    assert_eq!(
+        report["output_opset"], 19,
+        "half-precision Q/DQ need opset 19"
+    );
+    assert_eq!(report["quantization"]["weight_qdq"], 7);
+    let acc = &report["accuracy"][0]["outputs"][0];
+    assert!(acc["cosine_min"].as_f64().unwrap() > 0.99, "{acc}");
+
+    // Only int8 and half-precision weights are left: no FP32 scale or bias.
+    let inspect = rtq_ok(&[
+        "inspect",
+        model.to_str().unwrap(),
+        "--json",
+        "--baseline",
+        demo_model().to_str().unwrap(),
+    ]);
+    let j: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let dtypes: Vec<&String> = j["weight_bytes"].as_object().unwrap().keys().collect();
+    assert!(
+        dtypes.iter().all(|d| *d == "int8" || *d == "float16"),
+        "{dtypes:?}"
+    );
+    let ratio = j["weight_ratio_vs_baseline"].as_f64().unwrap();
+    assert!(ratio <= 0.255, "INT8+FP16 weights are {ratio:.3} of FP32");
+
+    if skip_python() {
+        return;
+    }
+    let c = check(&model);
+    assert_eq!(c["opset"], 19, "{c}");
+    assert_eq!(c["qdq_scale_dtypes"], serde_json::json!(["float16"]), "{c}");
+    for key in ["cosine_min", "cosine_min_unoptimized"] {
+        assert!(c[key].as_f64().unwrap() > 0.97, "{key}: {c}");
+    }
+    assert!(c["top1"].as_f64().unwrap() >= 0.8, "{c}");
+}
+
+#[test]
 fn every_calibration_method_builds() {
     for method in ["entropy", "max", "percentile", "mse"] {
         let out = tempfile::tempdir().unwrap();

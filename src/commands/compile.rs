@@ -42,7 +42,9 @@ pub struct CompileArgs {
     /// Output directory (created if missing).
     #[arg(short, long, default_value = "out")]
     pub out: PathBuf,
-    /// Convert weights and activations to FP16.
+    /// Convert weights and activations to FP16. With --int8: a mixed INT8/FP16 build,
+    /// where everything not quantized to INT8 (activations, biases, Q/DQ scales) is FP16
+    /// (ONNX opset 19), as TensorRT's strongly typed networks run it.
     #[arg(long)]
     pub fp16: bool,
     /// Quantize to INT8 with explicit Q/DQ nodes (needs --calib).
@@ -168,6 +170,7 @@ pub fn run(args: CompileArgs) -> Result<()> {
             extra_ops: args.quantize_ops.clone(),
             per_channel: !args.per_tensor_weights,
             residual_add: !args.no_residual_add,
+            ..Int8Options::default()
         },
         fp16_exclude: filter,
         fp16_keep_io: !args.fp16_io,

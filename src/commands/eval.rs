@@ -49,6 +49,13 @@ pub fn run(args: EvalArgs) -> Result<()> {
             model: args.candidate.display().to_string(),
             rtq_version: env!("CARGO_PKG_VERSION").into(),
             precision: variant,
+            source_opset: reference.opset,
+            output_opset: candidate.opset,
+            graph: rtq_emit::GraphSummary {
+                nodes_in: reference.node_count(),
+                nodes_out: candidate.node_count(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         print!("{}", wrapper.render_text(0));

@@ -7,7 +7,8 @@ usage: check_model.py CANDIDATE.onnx REFERENCE.onnx INPUTS.npy [INPUTS.npy ...]
 * onnxruntime must load and run it;
 * prints one JSON line: {"cosine_min": .., "cosine_min_unoptimized": .. (both models run
   with onnxruntime's graph optimisations off, i.e. plain ONNX semantics), "max_abs": .., "top1": .., "qdq": n, "opset": n,
-  "weight_dtypes": {...}, "initializer_bytes": n, "reference_bytes": n}
+  "weight_dtypes": {...}, "qdq_scale_dtypes": [...], "initializer_bytes": n,
+  "reference_bytes": n}
 """
 import json
 import sys
@@ -53,6 +54,12 @@ def main():
     for init in model.graph.initializer:
         arr = numpy_helper.to_array(init)
         dtypes[str(arr.dtype)] = dtypes.get(str(arr.dtype), 0) + arr.nbytes
+    inits = {i.name: i for i in model.graph.initializer}
+    scale_dtypes = sorted({
+        onnx.helper.tensor_dtype_to_np_dtype(inits[n.input[1]].data_type).name
+        for n in model.graph.node
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.input[1] in inits
+    })
     ref_model = onnx.load(ref)
     ref_bytes = sum(numpy_helper.to_array(i).nbytes for i in ref_model.graph.initializer)
     print(json.dumps({
@@ -63,6 +70,7 @@ def main():
         "qdq": sum(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node),
         "opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
         "weight_dtypes": dtypes,
+        "qdq_scale_dtypes": scale_dtypes,
         "initializer_bytes": sum(dtypes.values()),
         "reference_bytes": ref_bytes,
     }))

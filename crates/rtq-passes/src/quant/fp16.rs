@@ -42,8 +42,17 @@ const KEEP_FP32_OPS: &[&str] = &[
     "Multinomial",
     "QuantizeLinear",
     "DequantizeLinear",
+    "DynamicQuantizeLinear",
     "Einsum",
 ];
+
+/// Q/DQ ops, which compute in half precision in mixed INT8/FP16 builds
+/// ([`Fp16Options::half_qdq`]).
+const QDQ_OPS: &[&str] = &["QuantizeLinear", "DequantizeLinear"];
+
+/// The first default-domain opset whose QuantizeLinear/DequantizeLinear take FP16
+/// inputs and scales.
+pub const HALF_QDQ_OPSET: i64 = 19;
 
 /// Inputs that ONNX requires to stay float32 whatever the data type (op, slot).
 const FLOAT32_ONLY_INPUTS: &[(&str, usize)] = &[("Resize", 1), ("Resize", 2), ("Upsample", 1)];
@@ -60,6 +69,11 @@ pub struct Fp16Options {
     pub observed_absmax: HashMap<ValueId, f32>,
     /// Fraction of the FP16 range an activation may use before its node stays FP32.
     pub overflow_margin: f32,
+    /// Convert QuantizeLinear/DequantizeLinear too (FP16 data and scales, opset
+    /// [`HALF_QDQ_OPSET`]): a mixed INT8/FP16 build, where whatever is not INT8 is
+    /// FP16. Their scales should already be exact in FP16 (see
+    /// [`super::ScaleFormat::F16`]); otherwise they are rounded to nearest.
+    pub half_qdq: bool,
 }
 
 impl Default for Fp16Options {
@@ -69,6 +83,7 @@ impl Default for Fp16Options {
             keep_io_types: true,
             observed_absmax: HashMap::new(),
             overflow_margin: 0.5,
+            half_qdq: false,
         }
     }
 }
@@ -123,19 +138,24 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         if !touches_float {
             continue;
         }
-        let reason = if KEEP_FP32_OPS.contains(&node.op_type.as_str()) {
+        let op = node.op_type.as_str();
+        let kept_op = KEEP_FP32_OPS.contains(&op) && !(opts.half_qdq && QDQ_OPS.contains(&op));
+        let reason = if kept_op {
             Some("op is kept in FP32".to_string())
         } else if opts.exclude.matches(node) {
             Some("excluded by filter".to_string())
         } else {
-            node.outputs.iter().find_map(|o| {
+            // A QuantizeLinear reads its activation in the precision it computes in, so
+            // its input must fit FP16 as well as any float output must.
+            let read = (op == "QuantizeLinear").then(|| node.input(0)).flatten();
+            node.outputs.iter().chain(read.iter()).find_map(|o| {
                 let limit = opts.overflow_margin * FP16_MAX;
                 opts.observed_absmax
                     .get(o)
                     .filter(|&&m| m > limit)
                     .map(|m| {
                         format!(
-                            "output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
+                            "`{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
                             graph.value(*o).name
                         )
                     })
@@ -156,6 +176,10 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         }
         summary.fp16_nodes += 1;
         let node = graph.node(id).clone();
+        if QDQ_OPS.contains(&node.op_type.as_str()) {
+            // Half-precision Q/DQ only exist from this opset on.
+            graph.opset = graph.opset.max(HALF_QDQ_OPSET);
+        }
         if node.op_type == "Cast" && node.attr_int("to", 0) == DType::F32.onnx_code() as i64 {
             graph
                 .node_mut(id)

@@ -13,7 +13,7 @@
 //! which activations need calibration ranges), [`apply_int8`] rewrites the graph.
 
 use super::weights::quantize_per_channel;
-use super::{NodeFilter, QuantError};
+use super::{NodeFilter, QuantError, ScaleFormat};
 use rtq_ir::{Attr, DType, Graph, NodeId, Tensor, TensorData, ValueId};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -30,6 +30,9 @@ pub struct Int8Options {
     pub per_channel: bool,
     /// Quantize the skip-branch input of residual Adds.
     pub residual_add: bool,
+    /// Type whose values the scales must be exact in (FP16 for mixed INT8/FP16 builds,
+    /// whose FP16 conversion then stores them without rounding).
+    pub scale_format: ScaleFormat,
 }
 
 impl Default for Int8Options {
@@ -39,6 +42,7 @@ impl Default for Int8Options {
             extra_ops: Vec::new(),
             per_channel: true,
             residual_add: true,
+            scale_format: ScaleFormat::F32,
         }
     }
 }
@@ -68,6 +72,8 @@ pub struct Int8Plan {
     pub quantized_nodes: Vec<NodeId>,
     /// Candidate nodes left in float, with the reason.
     pub skipped: Vec<(String, String)>,
+    /// Type whose values the scales are made exact in.
+    pub scale_format: ScaleFormat,
 }
 
 /// What [`apply_int8`] did.
@@ -109,7 +115,10 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
         message: e.to_string(),
     })?;
     let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-    let mut plan = Int8Plan::default();
+    let mut plan = Int8Plan {
+        scale_format: opts.scale_format,
+        ..Int8Plan::default()
+    };
     let mut activations: BTreeSet<(usize, ValueId)> = BTreeSet::new();
     let producer_op = |v: ValueId| {
         graph
@@ -233,7 +242,14 @@ pub fn apply_int8(
         if !(amax.is_finite() && amax > 0.0) {
             return Err(QuantError::BadRange { tensor: name, amax });
         }
-        let scale = graph.add_constant(&format!("{name}_scale"), Tensor::scalar_f32(amax / 127.0));
+        let Some(scale) = plan.scale_format.representable(amax / 127.0) else {
+            return Err(QuantError::ScaleOutOfRange {
+                tensor: name,
+                amax,
+                dtype: plan.scale_format.dtype(),
+            });
+        };
+        let scale = graph.add_constant(&format!("{name}_scale"), Tensor::scalar_f32(scale));
         let zero = graph.add_constant(
             &format!("{name}_zero_point"),
             Tensor::new(vec![], TensorData::I8(vec![0])).expect("scalar"),
@@ -287,7 +303,8 @@ pub fn apply_int8(
             Some(axis) if axis < tensor.rank() => (axis, tensor.shape().to_vec()),
             _ => (0, vec![1, tensor.len()]),
         };
-        let (q, scales) = quantize_per_channel(data, &shape_for_quant, axis_for_quant);
+        let (q, scales) =
+            quantize_per_channel(data, &shape_for_quant, axis_for_quant, plan.scale_format);
         let channels = scales.len();
         let per_channel = wq.axis.is_some_and(|a| a < tensor.rank());
         let scale_t = if per_channel {
@@ -446,5 +463,83 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not a positive finite"), "{err}");
+    }
+
+    #[test]
+    fn mixed_int8_fp16_stores_half_qdq_with_exact_scales() {
+        use crate::quant::{convert_fp16, Fp16Options, HALF_QDQ_OPSET};
+        let (mut g, x, a) = residual_graph();
+        let opts = Int8Options {
+            scale_format: ScaleFormat::F16,
+            ..Default::default()
+        };
+        let plan = plan_int8(&g, &opts).unwrap();
+        // 0.1 / 127 is not a half: the scale is rounded up to one.
+        let ranges = HashMap::from([(x, 2.0), (a, 0.1)]);
+        apply_int8(&mut g, &plan, &ranges).unwrap();
+        let a_scale = g.value_by_name("a_scale").unwrap();
+        let rounded = g.constant(a_scale).unwrap().as_f32().unwrap()[0];
+        assert!(rounded > 0.1 / 127.0 && half::f16::from_f32(rounded).to_f32() == rounded);
+        let fp16 = Fp16Options {
+            half_qdq: true,
+            ..Default::default()
+        };
+        convert_fp16(&mut g, &fp16).unwrap();
+        crate::infer_shapes(&mut g).unwrap();
+        rtq_ir::verify(&g).unwrap();
+        assert_eq!(g.opset, HALF_QDQ_OPSET);
+        for (_, n) in g.nodes() {
+            match n.op_type.as_str() {
+                "QuantizeLinear" | "DequantizeLinear" => {
+                    let scale = g.constant(n.input(1).unwrap()).unwrap();
+                    assert_eq!(scale.dtype(), DType::F16, "{}", n.name);
+                }
+                "Conv" | "Add" | "Relu" => {
+                    let out = g.value(n.outputs[0]).dtype;
+                    assert_eq!(out, Some(DType::F16), "{}", n.name);
+                }
+                _ => {}
+            }
+        }
+        // The half scale holds the rounded value exactly.
+        let half_scale = g.value_by_name("a_scale_fp16").unwrap();
+        assert_eq!(g.constant(half_scale).unwrap().to_f32_vec(), vec![rounded]);
+        // Without `half_qdq`, Q/DQ stay FP32 between Casts and the opset is kept.
+        let (mut g, x, a) = residual_graph();
+        let plan = plan_int8(&g, &Int8Options::default()).unwrap();
+        apply_int8(&mut g, &plan, &HashMap::from([(x, 2.0), (a, 0.1)])).unwrap();
+        let s = convert_fp16(&mut g, &Fp16Options::default()).unwrap();
+        assert_eq!(g.opset, 13);
+        assert!(s
+            .kept_fp32
+            .iter()
+            .any(|(_, why)| why.contains("kept in FP32")));
+    }
+
+    #[test]
+    fn mixed_build_keeps_the_quantizer_of_an_overflowing_activation_fp32() {
+        use crate::quant::{convert_fp16, Fp16Options};
+        let (mut g, x, a) = residual_graph();
+        let opts = Int8Options {
+            scale_format: ScaleFormat::F16,
+            ..Default::default()
+        };
+        let plan = plan_int8(&g, &opts).unwrap();
+        apply_int8(&mut g, &plan, &HashMap::from([(x, 2.0), (a, 1.0)])).unwrap();
+        let fp16 = Fp16Options {
+            half_qdq: true,
+            observed_absmax: HashMap::from([(x, 1e5)]),
+            ..Default::default()
+        };
+        let s = convert_fp16(&mut g, &fp16).unwrap();
+        assert!(
+            s.kept_fp32
+                .iter()
+                .any(|(n, why)| n == "x_QuantizeLinear" && why.contains("FP16 guard")),
+            "{:?}",
+            s.kept_fp32
+        );
+        crate::infer_shapes(&mut g).unwrap();
+        rtq_ir::verify(&g).unwrap();
     }
 }

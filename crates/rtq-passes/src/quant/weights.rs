@@ -1,5 +1,7 @@
 //! Symmetric INT8 quantization of constant tensors.
 
+use super::ScaleFormat;
+
 /// Quantizes `x / scale` to int8 with round-half-to-even and narrow-range clamping to [-127, 127].
 pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
     // Clamping first keeps |q| small, where adding and removing 1.5 * 2^23 rounds to
@@ -11,9 +13,15 @@ pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
 }
 
 /// Per-channel symmetric quantization of `data` (row-major `shape`) along `axis`.
-/// Returns the int8 values and one scale per channel (`max|w_c| / 127`, or 1.0 for an
-/// all-zero channel so every scale stays strictly positive).
-pub fn quantize_per_channel(data: &[f32], shape: &[usize], axis: usize) -> (Vec<i8>, Vec<f32>) {
+/// Returns the int8 values and one scale per channel (`max|w_c| / 127` made exact in
+/// `format`, or 1.0 for an all-zero channel so every scale stays strictly positive).
+/// The values are quantized against the returned (exact) scales.
+pub fn quantize_per_channel(
+    data: &[f32],
+    shape: &[usize],
+    axis: usize,
+    format: ScaleFormat,
+) -> (Vec<i8>, Vec<f32>) {
     let channels = shape[axis];
     let inner: usize = shape[axis + 1..].iter().product();
     // Row k of `inner` consecutive values belongs to channel k % channels.
@@ -27,7 +35,7 @@ pub fn quantize_per_channel(data: &[f32], shape: &[usize], axis: usize) -> (Vec<
         .iter()
         .map(|&a| {
             if a > 0.0 && a.is_finite() {
-                a / 127.0
+                format.representable(a / 127.0).unwrap_or(1.0)
             } else {
                 1.0
             }
@@ -57,11 +65,34 @@ mod tests {
     #[test]
     fn per_channel_scales_follow_the_axis() {
         // shape [2, 3]: channel 0 max 3, channel 1 all zero.
-        let (q, s) = quantize_per_channel(&[1.0, -3.0, 1.5, 0.0, 0.0, 0.0], &[2, 3], 0);
+        let (q, s) = quantize_per_channel(
+            &[1.0, -3.0, 1.5, 0.0, 0.0, 0.0],
+            &[2, 3],
+            0,
+            ScaleFormat::F32,
+        );
         assert_eq!(s, vec![3.0 / 127.0, 1.0]);
         assert_eq!(q, vec![42, -127, 64, 0, 0, 0]);
         // Along axis 1 of the same tensor: per-column maxima.
-        let (_, s) = quantize_per_channel(&[1.0, -3.0, 1.5, 2.0, 0.0, 0.0], &[2, 3], 1);
+        let (_, s) = quantize_per_channel(
+            &[1.0, -3.0, 1.5, 2.0, 0.0, 0.0],
+            &[2, 3],
+            1,
+            ScaleFormat::F32,
+        );
         assert_eq!(s, vec![2.0 / 127.0, 3.0 / 127.0, 1.5 / 127.0]);
+    }
+
+    #[test]
+    fn f16_scales_are_exact_halves_and_never_clip() {
+        let data = [0.3f32, -0.77, 0.01, 1e-5, 2.0e-6, -3.0e-6];
+        let (q, s) = quantize_per_channel(&data, &[3, 2], 0, ScaleFormat::F16);
+        for (&scale, amax) in s.iter().zip([0.77f32, 0.01, 3.0e-6]) {
+            assert_eq!(half::f16::from_f32(scale).to_f32(), scale);
+            assert!(scale >= amax / 127.0);
+        }
+        // The largest value of a channel lands within one step of +-127; a channel
+        // below the smallest half scale gets fewer steps, still within range.
+        assert!(q[1] <= -126 && q[2] >= 126 && (-127..0).contains(&q[5]));
     }
 }
