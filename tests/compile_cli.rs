@@ -94,14 +94,7 @@ fn fp16_build_halves_weights_and_agrees_with_fp32() {
     compile_ok(&demo_model(), out.path(), &["--fp16", "--quiet"]);
     let model = out.path().join("tinyresnet_fp16.onnx");
     assert!(model.exists());
-    let inspect = rtq_ok(&[
-        "inspect",
-        model.to_str().unwrap(),
-        "--json",
-        "--baseline",
-        demo_model().to_str().unwrap(),
-    ]);
-    let j: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let j = inspect_against(&model, &demo_model());
     let ratio = j["weight_ratio_vs_baseline"].as_f64().unwrap();
     assert!(ratio <= 0.51, "FP16 weights are {ratio:.3} of FP32");
     assert_eq!(j["precision"], "fp16");
@@ -144,14 +137,7 @@ fn int8_with_fp16_builds_a_mixed_model_with_half_scales_and_biases() {
     assert!(acc["cosine_min"].as_f64().unwrap() > 0.99, "{acc}");
 
     // Only int8 and half-precision weights are left: no FP32 scale or bias.
-    let inspect = rtq_ok(&[
-        "inspect",
-        model.to_str().unwrap(),
-        "--json",
-        "--baseline",
-        demo_model().to_str().unwrap(),
-    ]);
-    let j: serde_json::Value = serde_json::from_str(&inspect).unwrap();
+    let j = inspect_against(&model, &demo_model());
     let dtypes: Vec<&String> = j["weight_bytes"].as_object().unwrap().keys().collect();
     assert!(
         dtypes.iter().all(|d| *d == "int8" || *d == "float16"),

@@ -156,6 +156,18 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// `rtq inspect MODEL --json --baseline BASELINE`, parsed.
+pub fn inspect_against(model: &Path, baseline: &Path) -> serde_json::Value {
+    let out = rtq_ok(&[
+        "inspect",
+        model.to_str().expect("utf-8 path"),
+        "--json",
+        "--baseline",
+        baseline.to_str().expect("utf-8 path"),
+    ]);
+    serde_json::from_str(&out).expect("inspect prints JSON")
+}
+
 /// Runs `rtq compile MODEL -o OUT` with `extra` arguments, asserting success; returns stdout.
 pub fn compile_ok(model: &Path, out: &Path, extra: &[&str]) -> String {
     let mut args = vec![

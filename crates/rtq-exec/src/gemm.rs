@@ -206,60 +206,47 @@ unsafe fn column_block(
     // facade crate does).
     let sgemm = gemm_f32::gemm::f32::get_gemm_fn();
     let (m, n, k) = (a.rows, cols.len(), a.cols);
-    let (a_ptr, a_cs, a_rs) = (
+    let lhs = (
         a.data.as_ptr(),
         a.col_stride as isize,
         a.row_stride as isize,
     );
-    let b_ptr = b.data.as_ptr().add(cols.start * b.col_stride);
-    let (b_cs, b_rs) = (b.col_stride as isize, b.row_stride as isize);
+    let rhs = (
+        b.data.as_ptr().add(cols.start * b.col_stride),
+        b.col_stride as isize,
+        b.row_stride as isize,
+    );
     let ldc = ldc as isize;
-    if 1 < ldc {
+    // (rows, cols, dst column stride, dst row stride, lhs, rhs); a view's transpose
+    // swaps its strides.
+    let (rows, columns, dst_cs, dst_rs, (l, l_cs, l_rs), (r, r_cs, r_rs)) = if 1 < ldc {
         // C^T (n x m, column-major) = B^T A^T.
-        sgemm(
-            n,
-            m,
-            k,
-            c_block,
-            ldc,
-            1,
-            beta != 0.0,
-            b_ptr,
-            b_rs,
-            b_cs,
-            a_ptr,
-            a_rs,
-            a_cs,
-            beta,
-            alpha,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+        let t = |(p, cs, rs)| (p, rs, cs);
+        (n, m, ldc, 1, t(rhs), t(lhs))
     } else {
-        sgemm(
-            m,
-            n,
-            k,
-            c_block,
-            1,
-            ldc,
-            beta != 0.0,
-            a_ptr,
-            a_cs,
-            a_rs,
-            b_ptr,
-            b_cs,
-            b_rs,
-            beta,
-            alpha,
-            false,
-            false,
-            false,
-            parallelism,
-        );
-    }
+        (m, n, 1, ldc, lhs, rhs)
+    };
+    sgemm(
+        rows,
+        columns,
+        k,
+        c_block,
+        dst_cs,
+        dst_rs,
+        beta != 0.0,
+        l,
+        l_cs,
+        l_rs,
+        r,
+        r_cs,
+        r_rs,
+        beta,
+        alpha,
+        false,
+        false,
+        false,
+        parallelism,
+    );
 }
 
 #[cfg(test)]

@@ -14,16 +14,6 @@ pub enum QuantError {
         /// The range given.
         amax: f32,
     },
-    /// A calibrated range whose scale the scale type cannot hold (FP16 beyond 65504).
-    #[error("tensor `{tensor}`: calibration range {amax} needs a scale beyond the {dtype} range")]
-    ScaleOutOfRange {
-        /// Tensor name.
-        tensor: String,
-        /// The range given.
-        amax: f32,
-        /// The scale type.
-        dtype: rtq_ir::DType,
-    },
     /// The graph lacks a fact the transform needs.
     #[error("node `{node}` ({op}): {message}")]
     Node {

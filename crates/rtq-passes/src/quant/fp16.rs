@@ -144,18 +144,20 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
             Some("op is kept in FP32".to_string())
         } else if opts.exclude.matches(node) {
             Some("excluded by filter".to_string())
+        } else if let Some(why) = (!kept_op && QDQ_OPS.contains(&op))
+            .then(|| half_qdq_obstacle(graph, id, opts.overflow_margin * FP16_MAX))
+            .flatten()
+        {
+            Some(why)
         } else {
-            // A QuantizeLinear reads its activation in the precision it computes in, so
-            // its input must fit FP16 as well as any float output must.
-            let read = (op == "QuantizeLinear").then(|| node.input(0)).flatten();
-            node.outputs.iter().chain(read.iter()).find_map(|o| {
+            node.outputs.iter().find_map(|o| {
                 let limit = opts.overflow_margin * FP16_MAX;
                 opts.observed_absmax
                     .get(o)
                     .filter(|&&m| m > limit)
                     .map(|m| {
                         format!(
-                            "`{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
+                            "output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
                             graph.value(*o).name
                         )
                     })
@@ -265,6 +267,39 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         }
     }
     Ok(summary)
+}
+
+/// Why Q/DQ node `id` cannot compute in FP16, if it cannot: its float side spans
+/// `(integer extreme - zero point) * scale`, which must stay within `limit`, and
+/// only constant scales and zero points of 8-bit types are judged.
+fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32) -> Option<String> {
+    let node = graph.node(id);
+    let constant = |slot: usize| node.input(slot).and_then(|v| graph.constant(v));
+    let Some(scale) = constant(1) else {
+        return Some("its scale is not a constant".into());
+    };
+    let int_type = match node.op_type.as_str() {
+        "DequantizeLinear" => node.input(0).and_then(|v| graph.value(v).dtype),
+        _ => graph.value(node.outputs[0]).dtype,
+    };
+    let (lo, hi) = match int_type {
+        Some(DType::I8) => (-128.0f32, 127.0f32),
+        Some(DType::U8) => (0.0, 255.0),
+        other => return Some(format!("only 8-bit Q/DQ run in FP16, not {other:?}")),
+    };
+    let zero_points = constant(2).map(|z| z.to_f32_vec()).unwrap_or_default();
+    let scales = scale.to_f32_vec();
+    let span = scales.iter().enumerate().fold(0.0f32, |m, (i, s)| {
+        let zp = zero_points
+            .get(i)
+            .or(zero_points.first())
+            .copied()
+            .unwrap_or(0.0);
+        m.max((hi - zp).abs().max((lo - zp).abs()) * s.abs())
+    });
+    (span > limit).then(|| {
+        format!("its quantization range reaches {span:.1}, beyond the FP16 guard {limit:.0}")
+    })
 }
 
 /// Adds `Cast(v, to)` and returns its output.

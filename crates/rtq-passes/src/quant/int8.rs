@@ -242,13 +242,7 @@ pub fn apply_int8(
         if !(amax.is_finite() && amax > 0.0) {
             return Err(QuantError::BadRange { tensor: name, amax });
         }
-        let Some(scale) = plan.scale_format.representable(amax / 127.0) else {
-            return Err(QuantError::ScaleOutOfRange {
-                tensor: name,
-                amax,
-                dtype: plan.scale_format.dtype(),
-            });
-        };
+        let scale = plan.scale_format.round(amax / 127.0);
         let scale = graph.add_constant(&format!("{name}_scale"), Tensor::scalar_f32(scale));
         let zero = graph.add_constant(
             &format!("{name}_zero_point"),
@@ -525,20 +519,26 @@ mod tests {
             ..Default::default()
         };
         let plan = plan_int8(&g, &opts).unwrap();
-        apply_int8(&mut g, &plan, &HashMap::from([(x, 2.0), (a, 1.0)])).unwrap();
+        // A range whose scale (1e7 / 127) is beyond FP16: stored FP32, Q/DQ kept FP32.
+        apply_int8(&mut g, &plan, &HashMap::from([(x, 1e7), (a, 1.0)])).unwrap();
+        let x_scale = g.constant(g.value_by_name("x_scale").unwrap()).unwrap();
+        assert_eq!(x_scale.as_f32().unwrap(), &[1e7 / 127.0]);
         let fp16 = Fp16Options {
             half_qdq: true,
-            observed_absmax: HashMap::from([(x, 1e5)]),
             ..Default::default()
         };
         let s = convert_fp16(&mut g, &fp16).unwrap();
-        assert!(
-            s.kept_fp32
-                .iter()
-                .any(|(n, why)| n == "x_QuantizeLinear" && why.contains("FP16 guard")),
-            "{:?}",
-            s.kept_fp32
-        );
+        for node in ["x_QuantizeLinear", "x_DequantizeLinear"] {
+            assert!(
+                s.kept_fp32
+                    .iter()
+                    .any(|(n, why)| n == node && why.contains("FP16 guard")),
+                "{node}: {:?}",
+                s.kept_fp32
+            );
+        }
+        // `a`'s pair is in FP16.
+        assert!(!s.kept_fp32.iter().any(|(n, _)| n.starts_with("a_")));
         crate::infer_shapes(&mut g).unwrap();
         rtq_ir::verify(&g).unwrap();
     }

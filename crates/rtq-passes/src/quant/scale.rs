@@ -1,7 +1,6 @@
 //! The floating-point type Q/DQ scales are stored in, and scale values exact in it.
 
 use half::f16;
-use rtq_ir::DType;
 
 /// Storage type of quantization scales.
 ///
@@ -19,12 +18,12 @@ pub enum ScaleFormat {
 }
 
 impl ScaleFormat {
-    /// The IR element type of the stored scales.
-    pub fn dtype(self) -> DType {
-        match self {
-            ScaleFormat::F32 => DType::F32,
-            ScaleFormat::F16 => DType::F16,
-        }
+    /// The scale to store for `scale` (positive and finite): the smallest value of
+    /// this format that is at least `scale`, or `scale` itself where the format cannot
+    /// hold it (beyond FP16's range: such a Q/DQ stays FP32, see
+    /// [`super::Fp16Options::half_qdq`]).
+    pub fn round(self, scale: f32) -> f32 {
+        self.representable(scale).unwrap_or(scale)
     }
 
     /// The smallest value of this format that is at least `scale` (a positive, finite
@@ -78,5 +77,6 @@ mod tests {
             Some(f16::from_bits(1).to_f32())
         );
         assert_eq!(ScaleFormat::F16.representable(1e6), None);
+        assert_eq!(ScaleFormat::F16.round(1e6), 1e6);
     }
 }

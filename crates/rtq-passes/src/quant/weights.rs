@@ -13,8 +13,9 @@ pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
 }
 
 /// Per-channel symmetric quantization of `data` (row-major `shape`) along `axis`.
-/// Returns the int8 values and one scale per channel (`max|w_c| / 127` made exact in
-/// `format`, or 1.0 for an all-zero channel so every scale stays strictly positive).
+/// Returns the int8 values and one scale per channel (`max|w_c| / 127` rounded up to a
+/// value of `format` where it fits, see [`ScaleFormat::round`], or 1.0 for an all-zero
+/// channel so every scale stays strictly positive).
 /// The values are quantized against the returned (exact) scales.
 pub fn quantize_per_channel(
     data: &[f32],
@@ -35,7 +36,7 @@ pub fn quantize_per_channel(
         .iter()
         .map(|&a| {
             if a > 0.0 && a.is_finite() {
-                format.representable(a / 127.0).unwrap_or(1.0)
+                format.round(a / 127.0)
             } else {
                 1.0
             }
