@@ -5,7 +5,7 @@
 use crate::accuracy::OutputAgreement;
 use crate::calibrate::{calibrate, CalibrationResult};
 use anyhow::{bail, Context, Result};
-use rtq_calib::{CalibOptions, CalibrationSet, DataOptions};
+use rtq_calib::{CalibOptions, CalibrationSet, DataOptions, RangeStats};
 use rtq_emit::{
     AccuracyReport, CompileReport, EmitOptions, GraphSummary, QuantSummary, TensorRange,
 };
@@ -334,13 +334,7 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
         if opts.fp16 {
             // Mixed INT8/FP16: what is not INT8 runs in half precision, Q/DQ included;
             // the calibration run already tells which activations would overflow it.
-            let fp16 = Fp16Options {
-                exclude: opts.fp16_exclude.clone(),
-                keep_io_types: opts.fp16_keep_io,
-                observed_absmax: result.stats.iter().map(|(v, s)| (*v, s.absmax)).collect(),
-                half_qdq: true,
-                ..Default::default()
-            };
+            let fp16 = fp16_options(opts, &result.stats, true);
             let summary = convert_fp16(&mut graph, &fp16).context("converting to FP16")?;
             report.passes["fp16"] = serde_json::to_value(&summary)?;
             report.precision = "int8+fp16".into();
@@ -348,11 +342,7 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
             lap("fp16", &mut timings);
         }
     } else if opts.fp16 {
-        let mut fp16 = Fp16Options {
-            exclude: opts.fp16_exclude.clone(),
-            keep_io_types: opts.fp16_keep_io,
-            ..Default::default()
-        };
+        let mut observed = Vec::new();
         if let Some(set) = &set {
             // An FP32 run on the calibration data tells which activations would overflow FP16.
             let targets = float_activations(&graph);
@@ -365,9 +355,10 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
                 max.as_ref(),
                 opts.progress,
             )?;
-            fp16.observed_absmax = result.stats.iter().map(|(v, s)| (*v, s.absmax)).collect();
+            observed = result.stats;
             lap("observe-ranges", &mut timings);
         }
+        let fp16 = fp16_options(opts, &observed, false);
         let summary = convert_fp16(&mut graph, &fp16).context("converting to FP16")?;
         report.passes["fp16"] = serde_json::to_value(&summary)?;
         report.precision = "fp16".into();
@@ -410,6 +401,23 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
         files,
         report,
     })
+}
+
+/// The FP16 transform's options: the CLI's exclusions and interface choice, the
+/// largest |x| each activation reached on the calibration data (empty when none ran)
+/// and whether Q/DQ go to FP16 too (mixed INT8/FP16 builds).
+fn fp16_options(
+    opts: &CompileOptions,
+    observed: &[(ValueId, RangeStats)],
+    half_qdq: bool,
+) -> Fp16Options {
+    Fp16Options {
+        exclude: opts.fp16_exclude.clone(),
+        keep_io_types: opts.fp16_keep_io,
+        observed_absmax: observed.iter().map(|(v, s)| (*v, s.absmax)).collect(),
+        half_qdq,
+        ..Default::default()
+    }
 }
 
 fn cache_file(

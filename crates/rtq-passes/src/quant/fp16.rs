@@ -125,6 +125,7 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         }
     }
     // 1. Decide each node's precision.
+    let limit = opts.overflow_margin * FP16_MAX;
     let mut half_nodes: HashSet<NodeId> = HashSet::new();
     for &id in &order {
         let node = graph.node(id);
@@ -144,23 +145,22 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
             Some("op is kept in FP32".to_string())
         } else if opts.exclude.matches(node) {
             Some("excluded by filter".to_string())
-        } else if let Some(why) = (!kept_op && QDQ_OPS.contains(&op))
-            .then(|| half_qdq_obstacle(graph, id, opts.overflow_margin * FP16_MAX))
-            .flatten()
-        {
-            Some(why)
         } else {
-            node.outputs.iter().find_map(|o| {
-                let limit = opts.overflow_margin * FP16_MAX;
-                opts.observed_absmax
-                    .get(o)
-                    .filter(|&&m| m > limit)
-                    .map(|m| {
-                        format!(
-                            "output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
-                            graph.value(*o).name
-                        )
-                    })
+            let qdq = QDQ_OPS
+                .contains(&op)
+                .then(|| half_qdq_obstacle(graph, id, limit));
+            qdq.flatten().or_else(|| {
+                node.outputs.iter().find_map(|o| {
+                    opts.observed_absmax
+                        .get(o)
+                        .filter(|&&m| m > limit)
+                        .map(|m| {
+                            format!(
+                                "output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
+                                graph.value(*o).name
+                            )
+                        })
+                })
             })
         };
         match reason {
