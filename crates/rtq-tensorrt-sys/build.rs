@@ -1,8 +1,10 @@
 //! Build script of rtq-tensorrt-sys.
 //!
-//! 1. Always: runs bindgen on `shim/rtq_trt.h` (pure C, no TensorRT needed) and writes
-//!    `$OUT_DIR/bindings.rs`. bindgen needs libclang (Debian/Ubuntu: `apt-get install
-//!    libclang-dev`; elsewhere set `LIBCLANG_PATH`).
+//! 1. With the `regenerate-bindings` feature only: runs bindgen on `shim/rtq_trt.h`
+//!    (pure C, no TensorRT needed) and writes `$OUT_DIR/bindings.rs`. bindgen needs
+//!    libclang (Debian/Ubuntu: `apt-get install libclang-dev`; elsewhere set
+//!    `LIBCLANG_PATH`). A default build uses the committed `src/bindings.rs` and needs
+//!    neither; `scripts/gen-trt-bindings.sh` refreshes it.
 //! 2. With the `link` feature: compiles `shim/rtq_trt.cpp` (C++17) against the TensorRT
 //!    headers under `TENSORRT_ROOT` and the CUDA headers under `CUDA_HOME`/`CUDA_PATH`
 //!    (default `/usr/local/cuda`), then links `nvinfer`, `nvonnxparser` and `cudart`.
@@ -29,8 +31,11 @@ fn main() {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
-    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    generate_bindings(&out_dir.join("bindings.rs"));
+    #[cfg(feature = "regenerate-bindings")]
+    {
+        let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+        generate_bindings(&out_dir.join("bindings.rs"));
+    }
 
     if env::var_os("CARGO_FEATURE_LINK").is_some() {
         compile_and_link_shim();
@@ -38,6 +43,7 @@ fn main() {
 }
 
 /// Runs bindgen on the shim header; fails the build with install advice when libclang is missing.
+#[cfg(feature = "regenerate-bindings")]
 fn generate_bindings(out: &Path) {
     let builder = bindgen::Builder::default()
         .header(HEADER)

@@ -1,8 +1,9 @@
 //! Bindings to rtq's TensorRT shim (`shim/rtq_trt.h`), plus a small safe wrapper.
 //!
-//! * [`ffi`] holds the bindgen-generated declarations. They are always generated (the
-//!   header is pure C, so no TensorRT is needed), but the symbols only exist when the
-//!   `link` feature compiled the shim against TensorRT.
+//! * [`ffi`] holds the bindgen-generated declarations, committed in the crate (the
+//!   header is pure C and changes rarely, so a build needs neither bindgen nor
+//!   libclang). The symbols only exist when the `link` feature compiled the shim
+//!   against TensorRT.
 //! * The types in [`types`] and the error type [`TrtError`] are plain Rust and always
 //!   available.
 //! * With the `link` feature: [`Builder`] (ONNX -> serialized plan), [`Engine`]

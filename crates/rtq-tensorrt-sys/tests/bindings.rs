@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 const HEADER: &str = include_str!("../shim/rtq_trt.h");
-const BINDINGS: &str = include_str!(concat!(env!("OUT_DIR"), "/bindings.rs"));
+const BINDINGS: &str = include_str!("../src/bindings.rs");
 
 /// The header text without `/* ... */` and `// ...` comments.
 fn strip_comments(text: &str) -> String {
