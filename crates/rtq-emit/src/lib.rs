@@ -1,6 +1,8 @@
 //! rtq's emitters. Every file is written to a temporary file in the destination
 //! directory and renamed into place, so a failure never leaves a partial output.
 
+#![warn(missing_docs)]
+
 mod atomic;
 mod error;
 mod onnx;

@@ -1,7 +1,7 @@
 //! IR -> ONNX `ModelProto`.
 
 use crate::{write_atomic, EmitError};
-use rtq_ir::{Attr, Dim, Graph, Tensor, ValueId};
+use rtq_ir::{reduce_axes_is_input, Attr, Dim, Graph, Tensor, ValueId};
 use rtq_onnx_proto::{
     attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
     Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
@@ -20,19 +20,6 @@ pub struct EmitOptions {
     /// Also record the known type and shape of intermediate tensors (`value_info`).
     pub value_info: bool,
 }
-
-/// Reductions whose `axes` moved from attribute to input in opset 18.
-const REDUCES_WITH_AXES_INPUT_FROM_18: &[&str] = &[
-    "ReduceMean",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-];
 
 /// The ONNX IR version that goes with a default-domain opset.
 pub fn ir_version_for_opset(opset: i64) -> i64 {
@@ -82,10 +69,7 @@ pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, E
             .collect();
         let mut attrs: Vec<AttributeProto> = Vec::new();
         for (name, attr) in &node.attrs {
-            if opset >= 18
-                && name == "axes"
-                && REDUCES_WITH_AXES_INPUT_FROM_18.contains(&node.op_type.as_str())
-            {
+            if name == "axes" && reduce_axes_is_input(&node.op_type, opset) {
                 let axes = attr.as_ints().unwrap_or_default();
                 let cname = fresh(&format!("{}_axes", node.name), graph);
                 gp.initializer.push(tensor_proto(

@@ -1,7 +1,7 @@
 //! Rewrites opset-dependent op forms into rtq's canonical opset-13 form.
 
 use crate::FrontendError;
-use rtq_ir::{Attr, Graph, Tensor, ValueId};
+use rtq_ir::{reduce_axes_is_input, Attr, Graph, Tensor, ValueId};
 use std::collections::BTreeMap;
 
 /// A node read from the model, before it enters the graph.
@@ -60,17 +60,8 @@ impl NodeDraft {
     }
 }
 
-const ATTR_REDUCES: &[&str] = &[
-    "ReduceMean",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-];
+/// The opset whose op forms are rtq's canonical ones.
+const CANONICAL_OPSET: i64 = 13;
 
 /// Adds `draft` to `graph` in canonical form (possibly as several nodes).
 pub(crate) fn add_canonical(
@@ -83,8 +74,12 @@ pub(crate) fn add_canonical(
     d.attrs.remove("is_test");
     match d.op.as_str() {
         "Unsqueeze" | "Squeeze" if opset < 13 => d.attr_to_input(graph, "axes", 1),
-        "ReduceSum" if opset < 13 => d.attr_to_input(graph, "axes", 1),
-        op if ATTR_REDUCES.contains(&op) && opset >= 18 => d.input_to_attr(graph, 1, "axes")?,
+        op if reduce_axes_is_input(op, CANONICAL_OPSET) && !reduce_axes_is_input(op, opset) => {
+            d.attr_to_input(graph, "axes", 1)
+        }
+        op if reduce_axes_is_input(op, opset) && !reduce_axes_is_input(op, CANONICAL_OPSET) => {
+            d.input_to_attr(graph, 1, "axes")?
+        }
         "Split" if opset < 13 => d.attr_to_input(graph, "split", 1),
         "Split" if opset >= 18 => {
             d.attrs.remove("num_outputs");
@@ -254,5 +249,49 @@ fn add_legacy_softmax(graph: &mut Graph, mut d: NodeDraft) -> Result<(), Fronten
 impl NodeDraft {
     fn input(&self, slot: usize) -> Option<ValueId> {
         self.inputs.get(slot).copied().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_ir::DType;
+
+    /// `op` at `opset` with `axes` as attribute or constant input, canonicalised.
+    fn reduce(op: &str, opset: i64, axes_input: bool) -> rtq_ir::Node {
+        let mut g = Graph::new("g", opset);
+        let x = g.add_input("x", DType::F32, vec![rtq_ir::Dim::Known(2); 2]);
+        let y = g.add_value("y", None, None);
+        let mut d = NodeDraft {
+            name: "r".into(),
+            op: op.into(),
+            inputs: vec![Some(x)],
+            outputs: vec![y],
+            attrs: BTreeMap::new(),
+        };
+        if axes_input {
+            let axes = g.add_constant("axes", Tensor::from_i64(vec![1], vec![1]));
+            d.inputs.push(Some(axes));
+        } else {
+            d.attrs.insert("axes".into(), Attr::Ints(vec![1]));
+        }
+        add_canonical(&mut g, opset, d).unwrap();
+        let (_, node) = g.nodes().next().unwrap();
+        node.clone()
+    }
+
+    #[test]
+    fn reduce_axes_take_the_opset_13_form() {
+        let sum = reduce("ReduceSum", 11, false);
+        assert_eq!((sum.inputs.len(), sum.attr_ints("axes")), (2, None));
+        let sum = reduce("ReduceSum", 18, true);
+        assert_eq!((sum.inputs.len(), sum.attr_ints("axes")), (2, None));
+        for opset in [13, 18] {
+            let lse = reduce("ReduceLogSum", opset, opset >= 18);
+            assert_eq!(
+                (lse.inputs.len(), lse.attr_ints("axes")),
+                (1, Some(vec![1]))
+            );
+        }
     }
 }

@@ -335,3 +335,81 @@ fn constant_value(attrs: &BTreeMap<String, Attr>) -> Option<rtq_ir::Tensor> {
         _ => return None,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rewritten_ops;
+    use rtq_onnx_proto::{
+        type_proto, GraphProto, OperatorSetIdProto, TensorProto, TypeProto, ValueInfoProto,
+    };
+
+    fn node(op: &str, inputs: &[&str], output: &str, attribute: Vec<AttributeProto>) -> NodeProto {
+        NodeProto {
+            name: Some(output.into()),
+            op_type: Some(op.into()),
+            input: inputs.iter().map(|i| i.to_string()).collect(),
+            output: vec![output.into()],
+            attribute,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rewritten_ops_never_reach_the_graph() {
+        let scales = AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(4),
+            t: Some(TensorProto {
+                data_type: Some(1),
+                dims: vec![4],
+                float_data: vec![1.0, 1.0, 2.0, 2.0],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let x = ValueInfoProto {
+            name: Some("x".into()),
+            r#type: Some(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(1),
+                    shape: None,
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let graph = GraphProto {
+            node: vec![
+                node("Constant", &[], "scales", vec![scales]),
+                node("Upsample", &["x", "scales"], "y", vec![]),
+            ],
+            input: vec![x],
+            output: vec![ValueInfoProto {
+                name: Some("y".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: Some(4),
+            opset_import: vec![OperatorSetIdProto {
+                domain: None,
+                version: Some(9),
+            }],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        // The model holds every rewritten op, and the imported graph none of them.
+        let sent = &model.graph.as_ref().unwrap().node;
+        for op in rewritten_ops() {
+            assert!(
+                sent.iter().any(|n| n.op_type.as_deref() == Some(op)),
+                "{op}"
+            );
+        }
+        let g = import_model(&model, &ImportOptions::default()).unwrap();
+        let ops: Vec<&str> = g.nodes().map(|(_, n)| n.op_type.as_str()).collect();
+        assert_eq!(ops, ["Resize"]);
+    }
+}

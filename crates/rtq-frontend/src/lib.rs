@@ -5,6 +5,8 @@
 //! constant inputs, old `Softmax` coercion is made explicit, `Upsample` becomes
 //! `Resize`, ...) so passes, the executor and the emitter see one form per op.
 
+#![warn(missing_docs)]
+
 mod canonicalize;
 mod decode;
 mod error;
@@ -16,7 +18,7 @@ mod types;
 pub use decode::{decode_model_proto, read_model_proto};
 pub use error::FrontendError;
 pub use import::{import_model, ImportOptions};
-pub use registry::{is_known_op, SUPPORTED_OPSETS};
+pub use registry::{imported_ops, is_known_op, rewritten_ops, SUPPORTED_OPSETS};
 pub use tensor::tensor_from_proto;
 
 use std::path::Path;

@@ -34,7 +34,8 @@ pub(crate) const OPS: &[OpSpec] = specs![
     "CastLike" ANY, 2..=2; "Ceil" ANY, 1..=1; "Celu" ANY, 1..=1; "Clip" ANY, 1..=3; "Concat" ANY, 1..=MANY;
     "Constant" ANY, 0..=0; "ConstantOfShape" ANY, 1..=1; "Conv" ANY, 2..=3; "ConvTranspose" ANY, 2..=3;
     "Cos" ANY, 1..=1; "Cosh" ANY, 1..=1; "CumSum" ANY, 2..=2; "DepthToSpace" ANY, 1..=1;
-    "DequantizeLinear" ANY, 2..=3; "Div" ANY, 2..=2; "Dropout" ANY, 1..=3; "Einsum" ANY, 1..=MANY;
+    "DequantizeLinear" ANY, 2..=3; "Div" ANY, 2..=2; "Dropout" ANY, 1..=3;
+    "DynamicQuantizeLinear" ANY, 1..=1; "Einsum" ANY, 1..=MANY;
     "Elu" ANY, 1..=1; "Equal" ANY, 2..=2; "Erf" ANY, 1..=1; "Exp" ANY, 1..=1; "Expand" ANY, 2..=2;
     "EyeLike" ANY, 1..=1; "Flatten" ANY, 1..=1; "Floor" ANY, 1..=1; "Gather" ANY, 2..=2;
     "GatherElements" ANY, 2..=2; "GatherND" ANY, 2..=2; "Gelu" ANY, 1..=1; "Gemm" ANY, 2..=3;
@@ -44,7 +45,8 @@ pub(crate) const OPS: &[OpSpec] = specs![
     "InstanceNormalization" ANY, 3..=3; "IsInf" ANY, 1..=1; "IsNaN" ANY, 1..=1; "LRN" ANY, 1..=1;
     "LayerNormalization" ANY, 2..=3; "LeakyRelu" ANY, 1..=1; "Less" ANY, 2..=2; "LessOrEqual" ANY, 2..=2;
     "Log" ANY, 1..=1; "LogSoftmax" ANY, 1..=1; "LpNormalization" ANY, 1..=1; "LpPool" ANY, 1..=1;
-    "MatMul" ANY, 2..=2; "Max" ANY, 1..=MANY; "MaxPool" ANY, 1..=1; "Mean" ANY, 1..=MANY; "Min" ANY, 1..=MANY;
+    "MatMul" ANY, 2..=2; "Max" ANY, 1..=MANY; "MaxPool" ANY, 1..=1; "Mean" ANY, 1..=MANY;
+    "MeanVarianceNormalization" ANY, 1..=1; "Min" ANY, 1..=MANY;
     "Mish" ANY, 1..=1; "Mod" ANY, 2..=2; "Mul" ANY, 2..=2; "Neg" ANY, 1..=1; "NonZero" ANY, 1..=1;
     "Not" ANY, 1..=1; "OneHot" ANY, 3..=3; "Or" ANY, 2..=2; "PRelu" ANY, 2..=2; "Pad" ANY, 1..=4;
     "Pow" ANY, 2..=2; "QuantizeLinear" ANY, 2..=3; "Range" ANY, 3..=3; "Reciprocal" ANY, 1..=1;
@@ -60,6 +62,24 @@ pub(crate) const OPS: &[OpSpec] = specs![
     "Transpose" ANY, 1..=1; "Trilu" ANY, 1..=2; "Unsqueeze" ANY, 1..=2; "Upsample" 7..=9, 1..=2;
     "Where" ANY, 3..=3; "Xor" ANY, 2..=2;
 ];
+
+/// Imported ops that never reach the graph: a `Constant` node becomes a constant value
+/// and `Upsample` becomes `Resize` (import.rs and canonicalize.rs).
+const REWRITTEN_AWAY: &[&str] = &["Constant", "Upsample"];
+
+/// Every default-domain op type the frontend imports at some supported opset, sorted.
+pub fn imported_ops() -> Vec<&'static str> {
+    let mut ops: Vec<&'static str> = OPS.iter().map(|s| s.op).collect();
+    ops.sort_unstable();
+    ops.dedup();
+    ops
+}
+
+/// The imported op types that import rewrites into other forms, so no imported graph
+/// holds a node of them.
+pub fn rewritten_ops() -> &'static [&'static str] {
+    REWRITTEN_AWAY
+}
 
 /// The declaration for `op` at `opset`, if the frontend imports it.
 pub(crate) fn lookup(op: &str, opset: i64) -> Option<&'static OpSpec> {
@@ -82,6 +102,8 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), n);
+        assert_eq!(imported_ops(), names);
+        assert!(rewritten_ops().iter().all(|op| names.contains(op)));
     }
 
     #[test]

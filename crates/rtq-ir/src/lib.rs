@@ -4,12 +4,15 @@
 //! other through typed ids ([`NodeId`], [`ValueId`]). ONNX names are labels
 //! carried along for diagnostics and emission, never the wiring itself.
 
+#![warn(missing_docs)]
+
 mod attr;
 mod dim;
 mod dtype;
 mod dump;
 mod error;
 mod graph;
+mod reduce_axes;
 mod tensor;
 mod topo;
 mod verify;
@@ -20,6 +23,7 @@ pub use dtype::DType;
 pub use dump::dump;
 pub use error::IrError;
 pub use graph::{Graph, Node, NodeId, Value, ValueId};
+pub use reduce_axes::{reduce_axes_is_input, REDUCE_AXES_INPUT_SINCE};
 pub use tensor::{Tensor, TensorData};
 pub use verify::verify;
 

@@ -33,5 +33,5 @@ pub use options::OptimizeOptions;
 pub use pass::Pass;
 pub use pipeline::{optimization_passes, optimize, PASS_NAMES};
 pub use remove_identity::RemoveIdentity;
-pub use shape_infer::{infer_shapes, InferShapes};
+pub use shape_infer::{infer_shapes, shape_rule_ops, InferShapes};
 pub use stats::{PassStat, PassStats};

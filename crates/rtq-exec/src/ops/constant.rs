@@ -1,4 +1,5 @@
-//! Tensor sources: Constant (every value attribute form), ConstantOfShape and Range.
+//! Tensor sources: Constant (every value attribute form), ConstantOfShape, Range and
+//! EyeLike.
 
 use crate::ctx::OpCtx;
 use crate::elem::{with_any, with_numeric, Elem, Storage};
@@ -11,6 +12,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("Constant", constant),
     ("ConstantOfShape", constant_of_shape),
     ("Range", range),
+    ("EyeLike", eye_like),
 ];
 
 fn constant(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -130,6 +132,35 @@ fn range(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     Ok(vec![if widened { t.cast(dtype) } else { t }])
 }
 
+/// `EyeLike`: a matrix shaped like the 2-D input with ones on diagonal `k` (above the
+/// main one when positive) and zeros elsewhere, of type `dtype` or else the input's.
+fn eye_like(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    let &[rows, cols] = x.shape() else {
+        return Err(ctx.err(format!("input must be 2-D, got {:?}", x.shape())));
+    };
+    let k = ctx.attr_int("k", 0)?;
+    let dtype = match ctx.attr("dtype") {
+        None => x.dtype(),
+        Some(_) => {
+            let code = ctx.attr_int("dtype", 0)?;
+            i32::try_from(code)
+                .ok()
+                .and_then(DType::from_onnx_code)
+                .ok_or_else(|| ctx.err(format!("unsupported dtype code {code}")))?
+        }
+    };
+    if dtype == DType::String {
+        return Err(ctx.err("EyeLike is not defined on string tensors"));
+    }
+    let n = ctx.numel(&[rows, cols])?;
+    let on_diagonal = (0..n)
+        .map(|i| (i % cols) as i64 - (i / cols) as i64 == k)
+        .collect();
+    let data = TensorData::Bool(on_diagonal).cast(dtype);
+    Ok(vec![ctx.tensor(vec![rows, cols], data)?])
+}
+
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
@@ -229,5 +260,50 @@ mod tests {
         .unwrap()
         .remove(0);
         assert_eq!((y.dtype(), y.to_f32_vec()), (DType::F16, vec![1.0, 2.0]));
+    }
+
+    #[test]
+    fn eye_like_diagonals_and_types() {
+        let eye = |x: &Tensor, attrs: &[(&str, Attr)]| {
+            eval_node(&node("EyeLike", attrs), &[Some(x)])
+                .unwrap()
+                .remove(0)
+        };
+        let x = Tensor::zeros(DType::F32, vec![3, 4]);
+        let y = eye(&x, &[]);
+        #[rustfmt::skip]
+        let want = [
+            1.0, 0.0, 0.0, 0.0,
+            0.0, 1.0, 0.0, 0.0,
+            0.0, 0.0, 1.0, 0.0,
+        ];
+        assert_eq!(
+            (y.shape(), y.as_f32().unwrap()),
+            (&[3usize, 4][..], &want[..])
+        );
+        // k = 1 above the main diagonal, as int64 (ONNX type code 7).
+        let y = eye(&x, &[("k", Attr::Int(1)), ("dtype", Attr::Int(7))]);
+        #[rustfmt::skip]
+        let want = [
+            0, 1, 0, 0,
+            0, 0, 1, 0,
+            0, 0, 0, 1,
+        ];
+        assert_eq!(y.as_i64().unwrap(), &want);
+        // k = -2 below it; the input's type (int32) is kept.
+        let x = Tensor::new(vec![4, 3], TensorData::I32(vec![5; 12])).unwrap();
+        let y = eye(&x, &[("k", Attr::Int(-2))]);
+        #[rustfmt::skip]
+        let want = [
+            0, 0, 0,
+            0, 0, 0,
+            1, 0, 0,
+            0, 1, 0,
+        ];
+        assert_eq!(y.data(), &TensorData::I32(want.to_vec()));
+        let y = eye(&x, &[("k", Attr::Int(3))]);
+        assert_eq!(y.data(), &TensorData::I32(vec![0; 12]));
+        let flat = Tensor::from_f32(vec![3], vec![0.0; 3]);
+        assert!(eval_node(&node("EyeLike", &[]), &[Some(&flat)]).is_err());
     }
 }

@@ -1,5 +1,6 @@
 //! Reductions: ReduceSum (axes as input, noop_with_empty_axes) and ReduceMean, Max,
-//! Min, Prod, L1, L2, SumSquare and LogSumExp (axes as attribute), all with keepdims.
+//! Min, Prod, L1, L2, SumSquare, LogSum and LogSumExp (axes as attribute), all with
+//! keepdims.
 //!
 //! The reduced axes are moved last (a strided copy, skipped when they already are) so
 //! every output element reduces one contiguous block. Float reductions accumulate in
@@ -27,6 +28,7 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("ReduceL1", reduce_l1),
     ("ReduceL2", reduce_l2),
     ("ReduceSumSquare", reduce_sum_square),
+    ("ReduceLogSum", reduce_log_sum),
     ("ReduceLogSumExp", reduce_log_sum_exp),
 ];
 
@@ -40,6 +42,7 @@ enum Red {
     L1,
     L2,
     SumSquare,
+    LogSum,
     LogSumExp,
 }
 
@@ -54,6 +57,7 @@ fn reduce_block_f32(b: &[f32], red: Red) -> f32 {
         Red::L1 => b.iter().map(|&v| (v as f64).abs()).sum::<f64>(),
         Red::L2 => b.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt(),
         Red::SumSquare => b.iter().map(|&v| (v as f64).powi(2)).sum::<f64>(),
+        Red::LogSum => b.iter().map(|&v| v as f64).sum::<f64>().ln(),
         Red::LogSumExp => {
             let m = b.iter().copied().fold(f32::NEG_INFINITY, max_elem) as f64;
             if m.is_infinite() || m.is_nan() {
@@ -82,6 +86,7 @@ fn reduce_block<T: Elem>(b: &[T], red: Red) -> T {
         Red::L1 => b.iter().fold(T::zero(), |a, &v| a.add(v.abs())),
         Red::SumSquare => b.iter().fold(T::zero(), |a, &v| a.add(v.mul(v))),
         Red::L2 => T::from_f64(b.iter().map(|&v| v.to_f64().powi(2)).sum::<f64>().sqrt()),
+        Red::LogSum => T::from_f64(b.iter().map(|&v| v.to_f64()).sum::<f64>().ln()),
         Red::LogSumExp => T::from_f64(b.iter().map(|&v| v.to_f64().exp()).sum::<f64>().ln()),
     }
 }
@@ -144,13 +149,12 @@ fn reduce(ctx: &OpCtx<'_>, red: Red, axes_from_input: bool) -> Result<Vec<Tensor
         }
     };
     let axes = axes.unwrap_or_default();
-    if axes.is_empty() && noop_empty {
-        return Ok(vec![x.clone()]);
-    }
-    let axes = if axes.is_empty() {
-        (0..rank).collect()
-    } else {
-        ctx.axes(&axes, rank)?
+    // Empty axes reduce every axis, or none under noop_with_empty_axes: each element is
+    // then a block of its own, so ReduceL1 still yields |x| and ReduceLogSum ln x.
+    let axes = match (axes.is_empty(), noop_empty) {
+        (true, true) => Vec::new(),
+        (true, false) => (0..rank).collect(),
+        (false, _) => ctx.axes(&axes, rank)?,
     };
     let shape = x.shape();
     let mut reduced = vec![false; rank];
@@ -216,6 +220,10 @@ fn reduce_l2(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 
 fn reduce_sum_square(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     reduce(ctx, Red::SumSquare, false)
+}
+
+fn reduce_log_sum(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    reduce(ctx, Red::LogSum, false)
 }
 
 fn reduce_log_sum_exp(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -305,6 +313,38 @@ mod tests {
         let want = (1f64.exp() + 2f64.exp() + 3f64.exp()).ln() as f32;
         assert!((lse.as_f32().unwrap()[0] - want).abs() < 1e-6);
         assert_eq!(run("ReduceMean", &[], None).as_f32().unwrap(), &[3.5]);
+    }
+
+    #[test]
+    fn reduce_log_sum_and_noop_with_empty_axes() {
+        let close = |y: &Tensor, shape: &[usize], want: &[f64]| {
+            assert_eq!(y.shape(), shape);
+            let got = y.as_f32().unwrap();
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(want) {
+                assert!((*g as f64 - w).abs() < 1e-6, "{got:?} vs {want:?}");
+            }
+        };
+        let y = run("ReduceLogSum", &[("axes", Attr::Ints(vec![1]))], None);
+        close(&y, &[2, 1], &[6f64.ln(), 15f64.ln()]);
+        // Opset-18 form: axes as input.
+        let y = run("ReduceLogSum", &[("keepdims", Attr::Int(0))], Some(&[0]));
+        close(&y, &[3], &[5f64.ln(), 7f64.ln(), 9f64.ln()]);
+        let y = run("ReduceLogSum", &[("keepdims", Attr::Int(0))], None);
+        close(&y, &[], &[21f64.ln()]);
+        // noop_with_empty_axes still takes the log of every element, as ONNX defines
+        // ReduceLogSum as Log(ReduceSum).
+        let noop = [("noop_with_empty_axes", Attr::Int(1))];
+        let y = run("ReduceLogSum", &noop, Some(&[]));
+        let logs: Vec<f64> = (1..=6).map(|v| (v as f64).ln()).collect();
+        close(&y, &[2, 3], &logs);
+        let y = run("ReduceSumSquare", &noop, Some(&[]));
+        close(&y, &[2, 3], &[1.0, 4.0, 9.0, 16.0, 25.0, 36.0]);
+        // An empty sum is 0, whose log is -inf.
+        let empty = Tensor::from_f32(vec![0, 3], vec![]);
+        let n = node("ReduceLogSum", &[("axes", Attr::Ints(vec![0]))]);
+        let y = eval_node(&n, &[Some(&empty)]).unwrap().remove(0);
+        assert_eq!(y.as_f32().unwrap(), &[f32::NEG_INFINITY; 3]);
     }
 
     #[test]

@@ -32,6 +32,8 @@ use dims::is_unknown;
 use rtq_ir::{format_shape, DType, Dim, Graph, Node, Shape, ValueId};
 use symbolic::SymTable;
 
+pub use rules::shape_rule_ops;
+
 /// Name of the shape inference pass.
 pub(crate) const PASS: &str = "infer-shapes";
 
