@@ -34,6 +34,32 @@ fn bench_reports_trtexec_style_statistics() {
 }
 
 #[test]
+fn bench_exports_json_into_new_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reports").join("cpu").join("bench.json");
+    rtq_ok(&[
+        "bench",
+        demo_model().to_str().unwrap(),
+        "--iterations",
+        "2",
+        "--duration",
+        "0",
+        "--warmup-ms",
+        "0",
+        "--export-json",
+        path.to_str().unwrap(),
+    ]);
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(j["iterations"].as_u64().unwrap(), 2);
+    assert_eq!(
+        files_in(path.parent().unwrap()),
+        [path.clone()],
+        "temp file left"
+    );
+}
+
+#[test]
 fn triton_repository_for_the_onnx_build() {
     let out = tempfile::tempdir().unwrap();
     let repo = tempfile::tempdir().unwrap();

@@ -1,11 +1,13 @@
+//! Atomic writes of emitted files, through [`rtq_fsutil`].
+
 use crate::EmitError;
 use std::io::Write;
 use std::path::Path;
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and an
-/// atomic rename: readers see the old file or the whole new one, never a part.
+/// Writes `bytes` to `path` atomically: readers see the old file or the whole new one,
+/// never a part. Creates missing parent directories ([`rtq_fsutil::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EmitError> {
-    write_atomic_with(path, |w| w.write_all(bytes))
+    rtq_fsutil::write_atomic(path, bytes).map_err(io_error)
 }
 
 /// Like [`write_atomic`], streaming the content through `fill`.
@@ -13,27 +15,14 @@ pub fn write_atomic_with(
     path: &Path,
     fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> Result<(), EmitError> {
-    let io = |source| EmitError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".rtq-")
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io)?;
-    {
-        let mut w = std::io::BufWriter::new(tmp.as_file_mut());
-        fill(&mut w).map_err(io)?;
-        w.flush().map_err(io)?;
+    rtq_fsutil::write_atomic_with(path, fill).map_err(io_error)
+}
+
+fn io_error(e: rtq_fsutil::WriteError) -> EmitError {
+    EmitError::Io {
+        path: e.path,
+        source: e.source,
     }
-    tmp.as_file().sync_all().map_err(io)?;
-    tmp.persist(path).map_err(|e| io(e.error))?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -41,7 +30,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn failed_fill_leaves_nothing() {
+    fn failed_fill_leaves_nothing_and_names_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("out.bin");
         let err = write_atomic_with(&path, |w| {
@@ -49,7 +38,10 @@ mod tests {
             Err(std::io::Error::other("disk full"))
         })
         .unwrap_err();
-        assert!(err.to_string().contains("out.bin"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("{}: cannot write: disk full", path.display())
+        );
         assert!(!path.exists());
         assert_eq!(
             std::fs::read_dir(dir.path()).unwrap().count(),
@@ -59,20 +51,11 @@ mod tests {
     }
 
     #[test]
-    fn replaces_whole_file() {
+    fn replaces_whole_file_and_creates_parents() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.txt");
+        let path = dir.path().join("new-dir").join("out.txt");
         write_atomic(&path, b"old content").unwrap();
         write_atomic(&path, b"new").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
-    }
-
-    #[test]
-    fn missing_directory_is_an_error_naming_the_file() {
-        let err = write_atomic(Path::new("/nonexistent-rtq-dir/x.onnx"), b"x").unwrap_err();
-        assert!(
-            err.to_string().contains("/nonexistent-rtq-dir/x.onnx"),
-            "{err}"
-        );
     }
 }

@@ -75,7 +75,7 @@ fn describe(graph: &Graph, id: rtq_ir::ValueId) -> Result<TensorInfo, RuntimeErr
 }
 
 /// An ONNX model prepared for rtq's CPU executor.
-pub struct CpuBackend {
+pub(crate) struct CpuBackend {
     plan: Plan,
     inputs: Vec<TensorInfo>,
     outputs: Vec<TensorInfo>,
@@ -95,7 +95,7 @@ impl std::fmt::Debug for CpuBackend {
 
 impl CpuBackend {
     /// Loads the ONNX model at `path` (external data next to it) and plans it.
-    pub fn load(path: &Path) -> Result<CpuBackend, RuntimeError> {
+    pub(crate) fn load(path: &Path) -> Result<CpuBackend, RuntimeError> {
         let graph = rtq_frontend::load_model(path).map_err(|e| RuntimeError::ModelLoad {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -107,7 +107,7 @@ impl CpuBackend {
     ///
     /// Graph inputs with a default (an initializer of the same name) are not listed as
     /// inputs: the executor uses the default.
-    pub fn from_graph(graph: &Graph, source: &Path) -> Result<CpuBackend, RuntimeError> {
+    pub(crate) fn from_graph(graph: &Graph, source: &Path) -> Result<CpuBackend, RuntimeError> {
         let plan = Plan::new(graph).map_err(|e| RuntimeError::ModelLoad {
             path: source.to_path_buf(),
             message: e.to_string(),

@@ -140,26 +140,6 @@ impl DataType {
                 | DataType::Fp4E2M1
         )
     }
-
-    /// Triton's `data_type` enum name (`TYPE_FP32`, ...); `None` for types Triton lacks.
-    pub fn triton_name(self) -> Option<&'static str> {
-        Some(match self {
-            DataType::F32 => "TYPE_FP32",
-            DataType::F16 => "TYPE_FP16",
-            DataType::BF16 => "TYPE_BF16",
-            DataType::F64 => "TYPE_FP64",
-            DataType::I8 => "TYPE_INT8",
-            DataType::U8 => "TYPE_UINT8",
-            DataType::I16 => "TYPE_INT16",
-            DataType::U16 => "TYPE_UINT16",
-            DataType::I32 => "TYPE_INT32",
-            DataType::U32 => "TYPE_UINT32",
-            DataType::I64 => "TYPE_INT64",
-            DataType::U64 => "TYPE_UINT64",
-            DataType::Bool => "TYPE_BOOL",
-            DataType::Fp8E4M3 | DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => return None,
-        })
-    }
 }
 
 impl fmt::Display for DataType {
@@ -193,14 +173,5 @@ mod tests {
         assert_eq!(DataType::Int4.byte_len(7), 4);
         assert_eq!(DataType::Fp4E2M1.byte_len(8), 4);
         assert_eq!(DataType::F32.byte_len(0), 0);
-    }
-
-    #[test]
-    fn triton_names() {
-        assert_eq!(DataType::F32.triton_name(), Some("TYPE_FP32"));
-        assert_eq!(DataType::F16.triton_name(), Some("TYPE_FP16"));
-        assert_eq!(DataType::I8.triton_name(), Some("TYPE_INT8"));
-        assert_eq!(DataType::Bool.triton_name(), Some("TYPE_BOOL"));
-        assert_eq!(DataType::Fp8E4M3.triton_name(), None);
     }
 }

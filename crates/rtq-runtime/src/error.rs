@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 /// Errors of loading, running, benchmarking and exporting models.
+///
+/// Non-exhaustive: features add variants (`tensorrt` adds `RuntimeError::Json`).
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// A TensorRT path was requested from a build without the `tensorrt` feature.
     #[error(
@@ -126,7 +129,9 @@ pub enum RuntimeError {
         /// What is wrong.
         message: String,
     },
-    /// A JSON file could not be read or written.
+    /// A JSON file (a TensorRT engine's sidecar) could not be read or written
+    /// (feature `tensorrt`).
+    #[cfg(feature = "tensorrt")]
     #[error("{}: {source}", path.display())]
     Json {
         /// The file.

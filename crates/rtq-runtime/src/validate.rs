@@ -4,7 +4,7 @@ use crate::{HostTensor, RuntimeError, TensorInfo};
 
 /// Orders `given` like `expected`, checking that every input is present exactly once,
 /// no unknown tensor is given, and each one's type, rank and fixed dimensions match.
-pub fn match_inputs<'a>(
+pub(crate) fn match_inputs<'a>(
     expected: &[TensorInfo],
     given: &'a [HostTensor],
 ) -> Result<Vec<&'a HostTensor>, RuntimeError> {

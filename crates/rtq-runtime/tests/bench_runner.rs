@@ -1,6 +1,8 @@
 //! `run_benchmark` against a scripted backend: iteration and duration minimums,
 //! warm-up, throughput and device-time statistics.
 
+#![cfg(feature = "bench")]
+
 use rtq_runtime::bench::{run_benchmark, BenchOptions};
 use rtq_runtime::{
     BackendKind, DataType, Engine, HostTensor, InferBackend, RuntimeError, TensorInfo,

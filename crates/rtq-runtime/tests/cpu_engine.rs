@@ -1,15 +1,13 @@
 //! End to end on the CPU backend: an ONNX file loaded through `Engine::load`, run,
-//! benchmarked and described.
+//! described and (feature `bench`) benchmarked.
 
 #![cfg(feature = "cpu")]
 
 mod common;
 
-use rtq_runtime::bench::{make_inputs, run_benchmark, BenchOptions, InputFill, InputSpec};
 use rtq_runtime::{
     Backend, BackendKind, DataType, Engine, HostTensor, LoadOptions, RuntimeError, TensorInfo,
 };
-use std::time::Duration;
 
 fn mlp_engine(dir: &tempfile::TempDir) -> Engine {
     let path = dir.path().join("mlp.onnx");
@@ -81,8 +79,11 @@ fn load_errors_name_the_file() {
     );
 }
 
+#[cfg(feature = "bench")]
 #[test]
 fn benchmarks_the_cpu_backend() {
+    use rtq_runtime::bench::{make_inputs, run_benchmark, BenchOptions, InputFill, InputSpec};
+    use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let mut engine = mlp_engine(&dir);
     let spec = InputSpec {

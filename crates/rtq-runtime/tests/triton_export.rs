@@ -1,5 +1,7 @@
 //! Triton export: exact config.pbtxt content and the repository layout.
 
+#![cfg(feature = "triton")]
+
 use rtq_runtime::triton::{
     render_config, write_triton_repository, DynamicBatching, InstanceKind, ModelSource,
     TritonModel, TritonOptions, TritonPlatform,

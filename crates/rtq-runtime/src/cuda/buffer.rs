@@ -5,26 +5,22 @@ use super::CudaDevice;
 use crate::RuntimeError;
 use cudarc::driver::{CudaSlice, DevicePtr};
 
-/// Device memory that grows on demand and is reused across inferences.
+/// Device memory that grows on demand and is reused across inferences; starts empty
+/// (`Default`).
 #[derive(Debug, Default)]
-pub struct DeviceBuffer {
+pub(crate) struct DeviceBuffer {
     slice: Option<CudaSlice<u8>>,
 }
 
 impl DeviceBuffer {
-    /// An empty buffer (no device memory yet).
-    pub fn new() -> DeviceBuffer {
-        DeviceBuffer { slice: None }
-    }
-
     /// Bytes allocated.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.slice.as_ref().map_or(0, |s| s.len())
     }
 
     /// Makes the buffer hold at least `bytes` bytes (at least one, so the address is
     /// never NULL). Returns whether it was reallocated (its address changed).
-    pub fn ensure(
+    pub(crate) fn ensure(
         &mut self,
         device: &CudaDevice,
         what: &str,
@@ -44,7 +40,7 @@ impl DeviceBuffer {
     }
 
     /// The device address (0 when nothing is allocated).
-    pub fn device_ptr(&self, device: &CudaDevice) -> u64 {
+    pub(crate) fn device_ptr(&self, device: &CudaDevice) -> u64 {
         match &self.slice {
             Some(slice) => {
                 let (ptr, _sync) = slice.device_ptr(device.stream());

@@ -1,6 +1,6 @@
 //! A CUDA device: its primary context and one non-blocking stream.
 
-use super::{CudaGraphExec, DeviceBuffer, DeviceInfo, GpuTimer};
+use super::{CudaGraphExec, DeviceInfo, GpuTimer};
 use crate::RuntimeError;
 use cudarc::driver::{sys, CudaContext, CudaStream, DriverError};
 use std::ffi::c_void;
@@ -81,7 +81,7 @@ pub(crate) fn open_context(ordinal: usize) -> Result<(Arc<CudaContext>, DeviceIn
 
 /// A CUDA device with one non-blocking stream that all work of this device goes to.
 #[derive(Debug)]
-pub struct CudaDevice {
+pub(crate) struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     info: DeviceInfo,
@@ -92,7 +92,7 @@ impl CudaDevice {
     ///
     /// Single-stream use lets rtq turn off cudarc's per-buffer event tracking; all
     /// buffers of this device must be used on its stream only.
-    pub fn new(ordinal: usize) -> Result<CudaDevice, RuntimeError> {
+    pub(crate) fn new(ordinal: usize) -> Result<CudaDevice, RuntimeError> {
         let (ctx, info) = open_context(ordinal)?;
         // SAFETY: every buffer rtq allocates on this context is used on `stream` only,
         // so cross-stream synchronisation events are not needed.
@@ -102,70 +102,42 @@ impl CudaDevice {
     }
 
     /// Facts about the device.
-    pub fn info(&self) -> &DeviceInfo {
+    pub(crate) fn info(&self) -> &DeviceInfo {
         &self.info
     }
 
     /// Makes the device's context current on the calling thread (needed before calling
     /// libraries such as TensorRT that use the current context).
-    pub fn bind(&self) -> Result<(), RuntimeError> {
+    pub(crate) fn bind(&self) -> Result<(), RuntimeError> {
         guarded("binding the CUDA context to this thread", || {
             self.ctx.bind_to_thread()
         })
     }
 
     /// The device's stream.
-    pub fn stream(&self) -> &Arc<CudaStream> {
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
     }
 
     /// The stream as a raw `CUstream`/`cudaStream_t`, for libraries like TensorRT.
-    pub fn raw_stream(&self) -> *mut c_void {
+    pub(crate) fn raw_stream(&self) -> *mut c_void {
         self.stream.cu_stream().cast()
     }
 
-    /// A device buffer of at least `bytes` bytes (`what` names it in errors).
-    pub fn alloc(&self, what: &str, bytes: usize) -> Result<DeviceBuffer, RuntimeError> {
-        let mut buffer = DeviceBuffer::new();
-        buffer.ensure(self, what, bytes)?;
-        Ok(buffer)
-    }
-
-    /// Copies `src` to the start of `dst` on the stream (`what` names the tensor).
-    pub fn upload(
-        &self,
-        what: &str,
-        src: &[u8],
-        dst: &mut DeviceBuffer,
-    ) -> Result<(), RuntimeError> {
-        dst.upload(self, what, src)
-    }
-
-    /// Copies the first `dst.len()` bytes of `src` into `dst` on the stream; the bytes
-    /// are valid after [`CudaDevice::synchronize`].
-    pub fn download(
-        &self,
-        what: &str,
-        src: &DeviceBuffer,
-        dst: &mut [u8],
-    ) -> Result<(), RuntimeError> {
-        src.download(self, what, dst)
-    }
-
     /// Waits for all work queued on the stream.
-    pub fn synchronize(&self) -> Result<(), RuntimeError> {
+    pub(crate) fn synchronize(&self) -> Result<(), RuntimeError> {
         guarded("synchronizing the CUDA stream", || {
             self.stream.synchronize()
         })
     }
 
     /// A pair of timing events on this device.
-    pub fn timer(&self) -> Result<GpuTimer, RuntimeError> {
+    pub(crate) fn timer(&self) -> Result<GpuTimer, RuntimeError> {
         GpuTimer::new(self)
     }
 
     /// Captures the work `enqueue` puts on the stream into a replayable CUDA graph.
-    pub fn capture(
+    pub(crate) fn capture(
         &self,
         enqueue: impl FnOnce() -> Result<(), RuntimeError>,
     ) -> Result<CudaGraphExec, RuntimeError> {

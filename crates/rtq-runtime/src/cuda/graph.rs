@@ -6,7 +6,7 @@ use crate::RuntimeError;
 use cudarc::driver::{sys, CudaGraph};
 
 /// An instantiated CUDA graph, replayed on the stream it was captured from.
-pub struct CudaGraphExec {
+pub(crate) struct CudaGraphExec {
     graph: CudaGraph,
 }
 
@@ -44,7 +44,7 @@ impl CudaGraphExec {
     }
 
     /// Launches the graph on the stream it was captured from.
-    pub fn launch(&self) -> Result<(), RuntimeError> {
+    pub(crate) fn launch(&self) -> Result<(), RuntimeError> {
         guarded("launching the CUDA graph", || self.graph.launch())
     }
 }

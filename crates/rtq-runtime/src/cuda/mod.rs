@@ -1,31 +1,37 @@
-//! CUDA devices through cudarc (feature `cuda`): driver probing, a device with a
+//! CUDA through cudarc (feature `cuda`): whether a driver is present
+//! ([`driver_available`]) and which device an ordinal names ([`probe`]), the check
+//! [`Backend::Cuda`] runs first.
+//!
+//! Internally, the device layer the TensorRT backend runs on: a device with one
 //! non-blocking stream, growable device buffers, event timers and CUDA graphs.
 //!
 //! cudarc loads `libcuda` at run time, so builds need no CUDA installation. Before
 //! touching cudarc the driver library is probed, and every cudarc call is guarded
 //! against panics, so a machine without a driver or GPU gets a [`RuntimeError`],
 //! never a panic.
+//!
+//! [`Backend::Cuda`]: crate::Backend::Cuda
 
 use crate::RuntimeError;
 use serde::{Deserialize, Serialize};
 
+// With `cuda` alone only the driver and device check uses the device layer.
 #[cfg(feature = "cuda")]
+#[cfg_attr(not(feature = "tensorrt"), allow(dead_code))]
 mod buffer;
 #[cfg(feature = "cuda")]
+#[cfg_attr(not(feature = "tensorrt"), allow(dead_code))]
 mod device;
 #[cfg(feature = "cuda")]
+#[cfg_attr(not(feature = "tensorrt"), allow(dead_code))]
 mod graph;
 #[cfg(feature = "cuda")]
+#[cfg_attr(not(feature = "tensorrt"), allow(dead_code))]
 mod timer;
 
 #[cfg(feature = "cuda")]
-pub use buffer::DeviceBuffer;
-#[cfg(feature = "cuda")]
-pub use device::CudaDevice;
-#[cfg(feature = "cuda")]
-pub use graph::CudaGraphExec;
-#[cfg(feature = "cuda")]
-pub use timer::GpuTimer;
+#[cfg_attr(not(feature = "tensorrt"), allow(unused_imports))]
+pub(crate) use {buffer::DeviceBuffer, device::CudaDevice, graph::CudaGraphExec, timer::GpuTimer};
 
 /// Facts about a CUDA device.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

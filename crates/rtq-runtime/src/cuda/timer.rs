@@ -7,7 +7,7 @@ use cudarc::driver::{sys, CudaEvent};
 
 /// Start/end events recorded on a device stream; the elapsed time is device time.
 #[derive(Debug)]
-pub struct GpuTimer {
+pub(crate) struct GpuTimer {
     start: CudaEvent,
     end: CudaEvent,
 }
@@ -25,21 +25,21 @@ impl GpuTimer {
     }
 
     /// Records the start event on the device's stream.
-    pub fn start(&self, device: &CudaDevice) -> Result<(), RuntimeError> {
+    pub(crate) fn start(&self, device: &CudaDevice) -> Result<(), RuntimeError> {
         guarded("recording a CUDA event", || {
             self.start.record(device.stream())
         })
     }
 
     /// Records the end event on the device's stream.
-    pub fn stop(&self, device: &CudaDevice) -> Result<(), RuntimeError> {
+    pub(crate) fn stop(&self, device: &CudaDevice) -> Result<(), RuntimeError> {
         guarded("recording a CUDA event", || {
             self.end.record(device.stream())
         })
     }
 
     /// Milliseconds between the two events (waits for the end event).
-    pub fn elapsed_ms(&self) -> Result<f64, RuntimeError> {
+    pub(crate) fn elapsed_ms(&self) -> Result<f64, RuntimeError> {
         guarded("reading CUDA event times", || {
             self.start.elapsed_ms(&self.end)
         })

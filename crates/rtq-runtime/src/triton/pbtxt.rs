@@ -1,8 +1,28 @@
 //! Rendering Triton's `config.pbtxt` (protobuf text format of `ModelConfig`).
 
 use super::{validate_model_name, InstanceKind, TritonModel, TritonOptions, TritonPlatform};
-use crate::{RuntimeError, TensorInfo};
+use crate::{DataType, RuntimeError, TensorInfo};
 use std::fmt::Write;
+
+/// Triton's `data_type` enum name (`TYPE_FP32`, ...); `None` for types Triton lacks.
+fn triton_type(dtype: DataType) -> Option<&'static str> {
+    Some(match dtype {
+        DataType::F32 => "TYPE_FP32",
+        DataType::F16 => "TYPE_FP16",
+        DataType::BF16 => "TYPE_BF16",
+        DataType::F64 => "TYPE_FP64",
+        DataType::I8 => "TYPE_INT8",
+        DataType::U8 => "TYPE_UINT8",
+        DataType::I16 => "TYPE_INT16",
+        DataType::U16 => "TYPE_UINT16",
+        DataType::I32 => "TYPE_INT32",
+        DataType::U32 => "TYPE_UINT32",
+        DataType::I64 => "TYPE_INT64",
+        DataType::U64 => "TYPE_UINT64",
+        DataType::Bool => "TYPE_BOOL",
+        DataType::Fp8E4M3 | DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => return None,
+    })
+}
 
 /// A protobuf text-format string literal (quotes and backslashes escaped).
 fn quoted(s: &str) -> String {
@@ -68,16 +88,13 @@ fn write_io_block(
                 ),
             });
         }
-        let data_type = info
-            .dtype
-            .triton_name()
-            .ok_or_else(|| RuntimeError::Triton {
-                model: model.to_string(),
-                message: format!(
-                    "tensor `{}`: Triton has no data type for {}",
-                    info.name, info.dtype
-                ),
-            })?;
+        let data_type = triton_type(info.dtype).ok_or_else(|| RuntimeError::Triton {
+            model: model.to_string(),
+            message: format!(
+                "tensor `{}`: Triton has no data type for {}",
+                info.name, info.dtype
+            ),
+        })?;
         let dims = triton_dims(model, info, max_batch_size)?;
         let _ = writeln!(out, "  {{");
         let _ = writeln!(out, "    name: {}", quoted(&info.name));
@@ -203,6 +220,15 @@ pub fn render_config(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn triton_type_names() {
+        assert_eq!(triton_type(DataType::F32), Some("TYPE_FP32"));
+        assert_eq!(triton_type(DataType::F16), Some("TYPE_FP16"));
+        assert_eq!(triton_type(DataType::I8), Some("TYPE_INT8"));
+        assert_eq!(triton_type(DataType::Bool), Some("TYPE_BOOL"));
+        assert_eq!(triton_type(DataType::Fp8E4M3), None);
+    }
 
     #[test]
     fn quoting_escapes_quotes_and_backslashes() {
