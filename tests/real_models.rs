@@ -6,21 +6,19 @@
 mod common;
 
 use common::*;
+use rtq_test_support::{light_models, python_package_path};
 use std::path::{Path, PathBuf};
 
 fn make_inputs(dir: &Path, shape: &str, n: usize, seed: u64) -> Vec<PathBuf> {
-    let script = root().join("tests/python/make_inputs.py");
-    let status = std::process::Command::new("python3")
-        .arg(script)
-        .args([
+    python(
+        "make_inputs.py",
+        &[
             dir.to_str().unwrap(),
             shape,
             &n.to_string(),
             &seed.to_string(),
-        ])
-        .status()
-        .expect("python3 runs");
-    assert!(status.success());
+        ],
+    );
     files_in(dir)
 }
 
@@ -41,16 +39,11 @@ fn compile_int8_quietly(model: &Path, calib: &Path, out: &Path) {
 
 #[test]
 fn optimized_light_models_match_the_originals_in_onnxruntime() {
-    if skip_python() {
+    let Some(models) = light_models() else {
         return;
-    }
-    let dir = python_package_dir("onnx", "backend/test/data/light");
+    };
     let data = tempfile::tempdir().unwrap();
     let inputs = make_inputs(data.path(), "1x3x224x224", 2, 7);
-    let models: Vec<PathBuf> = files_in(&dir)
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
     assert_eq!(models.len(), 9);
     for model in models {
         let out = tempfile::tempdir().unwrap();
@@ -82,10 +75,10 @@ fn optimized_light_models_match_the_originals_in_onnxruntime() {
 
 #[test]
 fn int8_light_squeezenet_runs_in_onnxruntime() {
-    if skip_python() {
+    let Some(model) = python_package_path("onnx", "backend/test/data/light/light_squeezenet.onnx")
+    else {
         return;
-    }
-    let model = python_package_dir("onnx", "backend/test/data/light/light_squeezenet.onnx");
+    };
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x224x224", 5, 11);
     let out = tempfile::tempdir().unwrap();
@@ -104,13 +97,12 @@ fn int8_light_squeezenet_runs_in_onnxruntime() {
 
 #[test]
 fn pp_ocr_classifier_int8_agrees_with_fp32() {
-    if skip_python() {
-        return;
-    }
-    let model = python_package_dir(
+    let Some(model) = python_package_path(
         "rapidocr_onnxruntime",
         "models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
-    );
+    ) else {
+        return;
+    };
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x48x192", 24, 3);
     // A MobileNetV3-style model with HardSigmoid/SE blocks: both calibrators must keep
@@ -156,10 +148,11 @@ fn pp_ocr_classifier_int8_agrees_with_fp32() {
 
 #[test]
 fn pp_ocr_v4_detector_compiles_with_dynamic_dims() {
-    if skip_python() {
+    let Some(model) =
+        python_package_path("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx")
+    else {
         return;
-    }
-    let model = python_package_dir("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx");
+    };
     let calib = tempfile::tempdir().unwrap();
     let inputs = make_inputs(calib.path(), "1x3x96x96", 6, 5);
     let out = tempfile::tempdir().unwrap();

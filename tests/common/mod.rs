@@ -1,6 +1,11 @@
 //! Helpers shared by rtq's integration tests.
 #![allow(dead_code)]
 
+use rtq_test_support::run_python;
+// Not every test file uses both.
+#[allow(unused_imports)]
+pub use rtq_test_support::{run_python_inline as python_inline, skip_python};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -80,35 +85,9 @@ pub fn rtq_ok_with_threads(args: &[&str], threads: Option<&str>, limit: Duration
     );
 }
 
-/// Whether Python reference tests are skipped (`RTQ_SKIP_PYTHON_TESTS=1`).
-pub fn skip_python() -> bool {
-    std::env::var_os("RTQ_SKIP_PYTHON_TESTS").is_some()
-}
-
-/// Runs a Python script under tests/python, asserting success; returns stdout.
-pub fn python(script: &str, args: &[&Path]) -> String {
-    let mut cmd = Command::new("python3");
-    cmd.arg(root().join("tests/python").join(script)).args(args);
-    python_output(cmd, script)
-}
-
-/// Runs inline Python code (`python3 -c`), asserting success; returns stdout.
-pub fn python_inline(code: &str) -> String {
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", code]);
-    python_output(cmd, "inline Python")
-}
-
-fn python_output(mut cmd: Command, what: &str) -> String {
-    let out = cmd
-        .output()
-        .expect("python3 runs (install requirements-test.txt, or set RTQ_SKIP_PYTHON_TESTS=1)");
-    assert!(
-        out.status.success(),
-        "{what} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8")
+/// Runs a Python script under tests/python with `args`, asserting success; returns stdout.
+pub fn python<S: AsRef<OsStr>>(script: &str, args: &[S]) -> String {
+    run_python(&root().join("tests/python").join(script), args)
 }
 
 /// A model (and calibration data) written by inline Python in a fresh temporary
@@ -127,23 +106,6 @@ pub fn python_model(file_name: &str, script: &str) -> (tempfile::TempDir, PathBu
     );
     python_inline(&(prelude + script));
     (dir, model, calib)
-}
-
-/// A directory of a Python package (e.g. `onnx` + `backend/test/data/light`).
-pub fn python_package_dir(module: &str, sub: &str) -> PathBuf {
-    let code = format!(
-        "import {module}, os; print(os.path.join(os.path.dirname({module}.__file__), '{sub}'))"
-    );
-    let out = Command::new("python3")
-        .args(["-c", &code])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "python package {module} missing: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// Files in `dir`, sorted.

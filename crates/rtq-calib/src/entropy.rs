@@ -225,7 +225,7 @@ impl Calibrator for EntropyCalibrator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Rng;
+    use rtq_test_support::Rng;
 
     /// The algorithm written the slow, obvious way, for cross-checking.
     fn naive_kl(hist: &[u64], i: usize) -> f64 {

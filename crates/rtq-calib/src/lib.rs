@@ -28,8 +28,6 @@ mod options;
 mod percentile;
 mod registry;
 mod scan;
-#[cfg(test)]
-mod test_util;
 
 pub use amax::{MIN_AMAX, ZERO_RANGE_AMAX};
 pub use cache::{

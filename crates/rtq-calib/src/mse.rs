@@ -110,7 +110,7 @@ impl Calibrator for MseCalibrator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Rng;
+    use rtq_test_support::Rng;
 
     /// MSE of fake-quantizing the raw values with threshold `t`.
     fn raw_mse(values: &[f32], t: f64) -> f64 {

@@ -85,7 +85,7 @@ impl Calibrator for PercentileCalibrator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_util::Rng;
+    use rtq_test_support::Rng;
 
     fn calibrator(percentile: f64) -> PercentileCalibrator {
         PercentileCalibrator::new(&CalibOptions {

@@ -1,13 +1,11 @@
 //! The public calibration API end to end: registry, streaming collectors,
 //! reports and the TensorRT calibration cache.
 
-mod common;
-
-use common::Rng;
 use rtq_calib::{
     calibrator_by_name, calibrator_names, parse_cache_text, scale_to_cache_hex, write_cache_text,
     CalibOptions, RangeCollector, ZERO_RANGE_AMAX,
 };
+use rtq_test_support::Rng;
 
 /// Three "tensors" of different distributions, streamed in batches.
 fn tensors(rng: &mut Rng) -> Vec<(String, Vec<Vec<f32>>)> {

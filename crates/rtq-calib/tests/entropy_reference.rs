@@ -11,15 +11,12 @@
 //! Needs `python3` with numpy and scipy (CI installs them). The test fails if
 //! they are missing, unless `RTQ_SKIP_PYTHON_TESTS=1` is set.
 
-mod common;
-
-use common::Rng;
 use rtq_calib::{
     entropy_threshold, kl_divergences, level_zero_bin, CalibOptions, EntropyCalibrator,
     RangeCollector, INT8_LEVELS,
 };
+use rtq_test_support::{run_python, skip_python, Rng};
 use std::path::Path;
-use std::process::Command;
 
 /// What the reference script reports.
 struct Reference {
@@ -28,29 +25,13 @@ struct Reference {
     divergences: Vec<f64>,
 }
 
-fn skip_python() -> bool {
-    std::env::var("RTQ_SKIP_PYTHON_TESTS").is_ok_and(|v| v == "1")
-}
-
 fn run_reference(dir: &Path, name: &str, hist: &[u64], bin_width: f64) -> Reference {
     let input = dir.join(format!("{name}.json"));
     let json = serde_json::json!({ "hist": hist, "bin_width": bin_width });
     std::fs::write(&input, json.to_string()).expect("write histogram json");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/entropy_reference.py");
-    let out = match Command::new("python3").arg(&script).arg(&input).output() {
-        Ok(out) => out,
-        Err(e) => panic!(
-            "cannot run python3 ({e}): the entropy reference test needs python3 with numpy and \
-             scipy; install them or set RTQ_SKIP_PYTHON_TESTS=1 to skip this test"
-        ),
-    };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "the entropy reference script failed (it needs numpy and scipy; set \
-         RTQ_SKIP_PYTHON_TESTS=1 to skip): {stderr}"
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("reference prints JSON");
+    let out = run_python(&script, [&input]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("reference prints JSON");
     Reference {
         bins: v["bins"].as_u64().expect("bins") as usize,
         amax: v["amax"].as_f64().expect("amax"),

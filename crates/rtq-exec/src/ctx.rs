@@ -251,11 +251,8 @@ mod tests {
     fn node(attrs: BTreeMap<String, Attr>) -> Node {
         Node {
             name: "n".into(),
-            op_type: "Op".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![],
             attrs,
+            ..rtq_test_support::node("Op", &[], 0)
         }
     }
 

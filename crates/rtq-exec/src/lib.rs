@@ -31,8 +31,6 @@ mod par;
 mod plan;
 mod registry;
 mod strided;
-#[cfg(test)]
-mod test_util;
 
 pub use error::ExecError;
 pub use plan::{Observer, Plan};

@@ -101,17 +101,12 @@ pub fn eval_node(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtq_ir::ValueId;
-    use std::collections::BTreeMap;
 
     fn node(op: &str, domain: &str, outputs: usize) -> Node {
         Node {
             name: "n0".into(),
-            op_type: op.into(),
             domain: domain.into(),
-            inputs: vec![],
-            outputs: (0..outputs as u32).map(ValueId).collect(),
-            attrs: BTreeMap::new(),
+            ..rtq_test_support::node(op, &[], outputs)
         }
     }
 

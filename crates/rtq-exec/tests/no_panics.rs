@@ -3,22 +3,9 @@
 //! an error, but must never panic (malformed models must not crash the compiler).
 
 use half::f16;
-use rtq_ir::{Attr, Node, Tensor, TensorData, ValueId};
-use std::collections::BTreeMap;
+use rtq_ir::{Attr, Node, Tensor, TensorData};
+use rtq_test_support::{node, Rng};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-/// A small deterministic generator.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) as usize) % n
-    }
-}
 
 fn pool() -> Vec<Tensor> {
     let f = |shape: &[usize]| {
@@ -94,7 +81,7 @@ fn attr_sets() -> Vec<Vec<(&'static str, Attr)>> {
 fn no_op_panics_on_malformed_inputs() {
     let tensors = pool();
     let attrs = attr_sets();
-    let mut rng = Lcg(42);
+    let mut rng = Rng::new(42);
     let mut panics = Vec::new();
     let mut evaluations = 0;
     for op in rtq_exec::supported_ops() {
@@ -107,19 +94,12 @@ fn no_op_panics_on_malformed_inputs() {
                 })
                 .collect();
             let set = &attrs[trial % attrs.len()];
-            let node = Node {
+            let n = Node {
                 name: format!("{op}_{trial}"),
-                op_type: op.to_string(),
-                domain: String::new(),
-                inputs: vec![],
-                outputs: (0..1 + rng.below(3) as u32).map(ValueId).collect(),
-                attrs: set
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.clone()))
-                    .collect::<BTreeMap<_, _>>(),
+                ..node(op, set, 1 + rng.below(3))
             };
             evaluations += 1;
-            let result = catch_unwind(AssertUnwindSafe(|| rtq_exec::eval_node(&node, &picks)));
+            let result = catch_unwind(AssertUnwindSafe(|| rtq_exec::eval_node(&n, &picks)));
             if result.is_err() {
                 let desc: Vec<String> = picks
                     .iter()

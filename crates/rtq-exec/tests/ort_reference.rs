@@ -8,45 +8,21 @@
 //! Needs python3 with numpy, onnx and onnxruntime; set `RTQ_SKIP_PYTHON_TESTS=1` to skip.
 
 use half::f16;
-use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
+use rtq_ir::{Attr, DType, Node, Tensor, TensorData};
+use rtq_test_support::{node, run_python, skip_python};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
-
-fn skip_requested() -> bool {
-    std::env::var("RTQ_SKIP_PYTHON_TESTS").is_ok_and(|v| v == "1")
-}
 
 /// Runs the reference script and parses its JSON output.
 fn reference_cases() -> Option<Vec<Value>> {
-    if skip_requested() {
+    if skip_python() {
         eprintln!("RTQ_SKIP_PYTHON_TESTS=1: skipping the onnxruntime comparison");
         return None;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/ort_ops.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string());
-    let output = Command::new(&python)
-        .arg(&script)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "could not run `{python} {}`: {e}\n\
-             This test needs python3 with numpy, onnx and onnxruntime \
-             (set RTQ_SKIP_PYTHON_TESTS=1 to skip it).",
-                script.display()
-            )
-        });
-    assert!(
-        output.status.success(),
-        "`{python} {}` failed ({}):\n{}\n\
-         This test needs python3 with numpy, onnx and onnxruntime \
-         (set RTQ_SKIP_PYTHON_TESTS=1 to skip it).",
-        script.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&output.stdout).expect("the script prints JSON");
+    let out = run_python(&script, std::iter::empty::<&str>());
+    let doc: Value = serde_json::from_str(&out).expect("the script prints JSON");
     let cases = doc["cases"]
         .as_array()
         .expect("`cases` is an array")
@@ -187,18 +163,16 @@ fn kernels_match_onnxruntime() {
             .iter()
             .map(attr)
             .collect();
-        let node = Node {
+        let op = case["op"].as_str().expect("op");
+        let n = Node {
             name: name.to_string(),
-            op_type: case["op"].as_str().expect("op").to_string(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: (0..expected.len() as u32).map(ValueId).collect(),
             attrs,
+            ..node(op, &[], expected.len())
         };
         let refs: Vec<Option<&Tensor>> = inputs.iter().map(Option::as_ref).collect();
         let rtol = case["rtol"].as_f64().unwrap_or(1e-4);
         let atol = case["atol"].as_f64().unwrap_or(1e-5);
-        match rtq_exec::eval_node(&node, &refs) {
+        match rtq_exec::eval_node(&n, &refs) {
             Err(e) => failures.push(format!("{name}: {e}")),
             Ok(outputs) => {
                 for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {

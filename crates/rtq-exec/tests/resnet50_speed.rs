@@ -4,30 +4,22 @@
 
 use rtq_exec::Plan;
 use rtq_ir::{Attr, DType, Dim, Graph, Tensor, ValueId};
+use rtq_test_support::{add_op, attrs, Rng};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// A tiny deterministic generator (no extra dependency needed).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
-
-    fn tensor(&mut self, shape: Vec<usize>, scale: f32) -> Tensor {
-        let n = shape.iter().product();
-        Tensor::from_f32(shape, (0..n).map(|_| self.next() * scale).collect())
-    }
+/// A tensor of `shape` with values uniform in [-`scale` / 2, `scale` / 2).
+fn weights(rng: &mut Rng, shape: &[usize], scale: f32) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_f32(
+        shape.to_vec(),
+        (0..n).map(|_| rng.signed_f32() * 0.5 * scale).collect(),
+    )
 }
 
 struct Builder {
     g: Graph,
-    rng: Lcg,
+    rng: Rng,
     count: usize,
 }
 
@@ -46,22 +38,21 @@ impl Builder {
         let scale = (2.0 / (cin * k * k) as f32).sqrt();
         let w = self.g.add_constant(
             &format!("w{n}"),
-            self.rng.tensor(vec![cout, cin, k, k], scale),
+            weights(&mut self.rng, &[cout, cin, k, k], scale),
         );
         let b = self
             .g
-            .add_constant(&format!("b{n}"), self.rng.tensor(vec![cout], 0.1));
-        let y = self.g.add_value(&format!("conv{n}"), None, None);
+            .add_constant(&format!("b{n}"), weights(&mut self.rng, &[cout], 0.1));
         let p = (k / 2) as i64;
-        let mut attrs = BTreeMap::new();
-        attrs.insert("pads".to_string(), Attr::Ints(vec![p, p, p, p]));
-        attrs.insert("strides".to_string(), Attr::Ints(vec![stride as i64; 2]));
-        self.g.add_node(
+        let y = add_op(
+            &mut self.g,
             &format!("conv{n}"),
             "Conv",
-            vec![Some(x), Some(w), Some(b)],
-            vec![y],
-            attrs,
+            &[Some(x), Some(w), Some(b)],
+            &[
+                ("pads", Attr::Ints(vec![p, p, p, p])),
+                ("strides", Attr::Ints(vec![stride as i64; 2])),
+            ],
         );
         if relu {
             self.unary("Relu", y)
@@ -72,27 +63,19 @@ impl Builder {
 
     fn unary(&mut self, op: &str, x: ValueId) -> ValueId {
         self.count += 1;
-        let y = self.g.add_value(&format!("{op}{}", self.count), None, None);
-        self.g.add_node(
+        add_op(
+            &mut self.g,
             &format!("{op}{}", self.count),
             op,
-            vec![Some(x)],
-            vec![y],
-            BTreeMap::new(),
-        );
-        y
+            &[Some(x)],
+            &[],
+        )
     }
 
     fn add_relu(&mut self, a: ValueId, b: ValueId) -> ValueId {
         self.count += 1;
-        let y = self.g.add_value(&format!("add{}", self.count), None, None);
-        self.g.add_node(
-            &format!("add{}", self.count),
-            "Add",
-            vec![Some(a), Some(b)],
-            vec![y],
-            BTreeMap::new(),
-        );
+        let name = format!("add{}", self.count);
+        let y = add_op(&mut self.g, &name, "Add", &[Some(a), Some(b)], &[]);
         self.unary("Relu", y)
     }
 
@@ -113,7 +96,7 @@ impl Builder {
 fn resnet50() -> Graph {
     let mut b = Builder {
         g: Graph::new("resnet50", 13),
-        rng: Lcg(7),
+        rng: Rng::new(7),
         count: 0,
     };
     let x = b.g.add_input(
@@ -128,11 +111,17 @@ fn resnet50() -> Graph {
     );
     let mut y = b.conv(x, 3, 64, 7, 2, true);
     let pooled = b.g.add_value("pool", None, None);
-    let mut attrs = BTreeMap::new();
-    attrs.insert("kernel_shape".to_string(), Attr::Ints(vec![3, 3]));
-    attrs.insert("strides".to_string(), Attr::Ints(vec![2, 2]));
-    attrs.insert("pads".to_string(), Attr::Ints(vec![1, 1, 1, 1]));
-    b.g.add_node("maxpool", "MaxPool", vec![Some(y)], vec![pooled], attrs);
+    b.g.add_node(
+        "maxpool",
+        "MaxPool",
+        vec![Some(y)],
+        vec![pooled],
+        attrs(&[
+            ("kernel_shape", Attr::Ints(vec![3, 3])),
+            ("strides", Attr::Ints(vec![2, 2])),
+            ("pads", Attr::Ints(vec![1, 1, 1, 1])),
+        ]),
+    );
     y = pooled;
     let mut cin = 64;
     for (blocks, mid, stride) in [(3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)] {
@@ -143,18 +132,17 @@ fn resnet50() -> Graph {
     }
     let gap = b.unary("GlobalAveragePool", y);
     let flat = b.unary("Flatten", gap);
-    let w =
-        b.g.add_constant("fc_w", b.rng.tensor(vec![1000, 2048], 0.02));
-    let bias = b.g.add_constant("fc_b", b.rng.tensor(vec![1000], 0.1));
+    let w = weights(&mut b.rng, &[1000, 2048], 0.02);
+    let w = b.g.add_constant("fc_w", w);
+    let bias = weights(&mut b.rng, &[1000], 0.1);
+    let bias = b.g.add_constant("fc_b", bias);
     let logits = b.g.add_value("logits", None, None);
-    let mut attrs = BTreeMap::new();
-    attrs.insert("transB".to_string(), Attr::Int(1));
     b.g.add_node(
         "fc",
         "Gemm",
         vec![Some(flat), Some(w), Some(bias)],
         vec![logits],
-        attrs,
+        attrs(&[("transB", Attr::Int(1))]),
     );
     let probs = b.unary("Softmax", logits);
     b.g.outputs.push(probs);
@@ -166,7 +154,7 @@ fn resnet50() -> Graph {
 fn resnet50_forward_speed() {
     let g = resnet50();
     let plan = Plan::new(&g).unwrap();
-    let x = Lcg(1).tensor(vec![1, 3, 224, 224], 2.0);
+    let x = weights(&mut Rng::new(1), &[1, 3, 224, 224], 2.0);
     let feeds = [("x".to_string(), x)];
     plan.run(&feeds).unwrap(); // warm-up
     let runs = 3;
@@ -189,7 +177,7 @@ fn resnet50_forward_speed() {
 fn resnet50_profile() {
     let g = resnet50();
     let plan = Plan::new(&g).unwrap();
-    let x = Lcg(1).tensor(vec![1, 3, 224, 224], 2.0);
+    let x = weights(&mut Rng::new(1), &[1, 3, 224, 224], 2.0);
     let feeds = [("x".to_string(), x)];
     plan.run(&feeds).unwrap();
     let mut last = Instant::now();

@@ -3,49 +3,13 @@
 //! `rapidocr-onnxruntime`. The wheels are located through `python3`; set
 //! `RTQ_SKIP_PYTHON_TESTS=1` to skip on a machine without them.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-fn python_dir(module: &str, sub: &str) -> Option<PathBuf> {
-    if std::env::var_os("RTQ_SKIP_PYTHON_TESTS").is_some() {
-        return None;
-    }
-    let code = format!(
-        "import {module}, os; print(os.path.join(os.path.dirname({module}.__file__), '{sub}'))"
-    );
-    let out = Command::new("python3")
-        .args(["-c", &code])
-        .output()
-        .expect("python3 runs");
-    assert!(
-        out.status.success(),
-        "python package `{module}` is needed (pip install -r requirements-test.txt): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()))
-}
-
-fn onnx_files(dir: &std::path::Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "onnx"))
-        .collect();
-    files.sort();
-    files
-}
+use rtq_test_support::{light_models, pp_ocr_models};
 
 #[test]
 fn loads_every_light_model_of_the_onnx_wheel() {
-    let Some(dir) = python_dir("onnx", "backend/test/data/light") else {
+    let Some(files) = light_models() else {
         return;
     };
-    let files = onnx_files(&dir);
-    assert!(
-        files.len() >= 9,
-        "expected the nine light models in {}",
-        dir.display()
-    );
     for file in files {
         let graph =
             rtq_frontend::load_model(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
@@ -65,15 +29,9 @@ fn loads_every_light_model_of_the_onnx_wheel() {
 
 #[test]
 fn loads_the_pp_ocr_models_of_rapidocr() {
-    let Some(dir) = python_dir("rapidocr_onnxruntime", "models") else {
+    let Some(files) = pp_ocr_models() else {
         return;
     };
-    let files = onnx_files(&dir);
-    assert!(
-        files.len() >= 3,
-        "expected det/rec/cls models in {}",
-        dir.display()
-    );
     for file in files {
         let graph =
             rtq_frontend::load_model(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));

@@ -307,14 +307,8 @@ fn fold_batch_norm(graph: &Graph, node: NodeId, affine: &ChannelAffine) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtq_test_support::attrs;
     use std::collections::BTreeMap;
-
-    fn attrs(pairs: &[(&str, Attr)]) -> BTreeMap<String, Attr> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
 
     fn values(graph: &Graph, node: NodeId, slot: usize) -> Vec<f32> {
         graph

@@ -194,14 +194,8 @@ fn predicted_bytes(graph: &Graph, node: &Node) -> Option<usize> {
 mod tests {
     use super::*;
     use rtq_ir::{Attr, Dim, TensorData};
+    use rtq_test_support::attrs;
     use std::collections::BTreeMap;
-
-    fn attrs(pairs: &[(&str, Attr)]) -> BTreeMap<String, Attr> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect()
-    }
 
     #[test]
     fn folds_shape_and_size_of_known_shapes_only() {

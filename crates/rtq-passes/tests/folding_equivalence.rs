@@ -4,49 +4,37 @@
 
 mod common;
 
-use common::{max_abs_diff, Lcg};
+use common::max_abs_diff;
 use rtq_ir::{Attr, DType, Dim, Graph, Tensor, ValueId};
 use rtq_passes::{optimize, OptimizeOptions};
+use rtq_test_support::{add_op, attrs, Rng};
 use std::collections::BTreeMap;
 
-fn attrs(pairs: &[(&str, Attr)]) -> BTreeMap<String, Attr> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
-}
-
 /// Random BatchNormalization parameters for `c` channels with positive variance.
-fn bn(g: &mut Graph, rng: &mut Lcg, x: ValueId, c: usize, name: &str) -> ValueId {
+fn bn(g: &mut Graph, rng: &mut Rng, x: ValueId, c: usize, name: &str) -> ValueId {
     let scale = g.add_constant(&format!("{name}_scale"), rng.tensor(&[c]));
     let bias = g.add_constant(&format!("{name}_bias"), rng.tensor(&[c]));
     let mean = g.add_constant(&format!("{name}_mean"), rng.tensor(&[c]));
-    let var_values: Vec<f32> = (0..c).map(|_| rng.next_f32().abs() + 0.1).collect();
+    let var_values: Vec<f32> = (0..c).map(|_| rng.signed_f32().abs() + 0.1).collect();
     let var = g.add_constant(
         &format!("{name}_var"),
         Tensor::from_f32(vec![c], var_values),
     );
-    let y = g.add_value(name, None, None);
-    g.add_node(
+    add_op(
+        g,
         name,
         "BatchNormalization",
-        vec![Some(x), Some(scale), Some(bias), Some(mean), Some(var)],
-        vec![y],
-        attrs(&[("epsilon", Attr::Float(1e-3))]),
-    );
-    y
+        &[Some(x), Some(scale), Some(bias), Some(mean), Some(var)],
+        &[("epsilon", Attr::Float(1e-3))],
+    )
 }
 
 fn unary(g: &mut Graph, op: &str, x: ValueId, name: &str) -> ValueId {
-    let y = g.add_value(name, None, None);
-    g.add_node(name, op, vec![Some(x)], vec![y], BTreeMap::new());
-    y
+    add_op(g, name, op, &[Some(x)], &[])
 }
 
 fn binary(g: &mut Graph, op: &str, a: ValueId, b: ValueId, name: &str) -> ValueId {
-    let y = g.add_value(name, None, None);
-    g.add_node(name, op, vec![Some(a), Some(b)], vec![y], BTreeMap::new());
-    y
+    add_op(g, name, op, &[Some(a), Some(b)], &[])
 }
 
 fn count(g: &Graph, op: &str) -> usize {
@@ -79,7 +67,7 @@ fn optimise_and_compare(g: &Graph, feeds: &[(String, Tensor)]) -> Graph {
 
 #[test]
 fn conv_bn_relu_folds_exactly() {
-    let mut rng = Lcg(1);
+    let mut rng = Rng::new(1);
     for with_bias in [false, true] {
         let mut g = Graph::new("conv_bn", 13);
         let x = g.add_input(
@@ -127,7 +115,7 @@ fn conv_bn_relu_folds_exactly() {
 
 #[test]
 fn conv_transpose_bn_folds_exactly() {
-    let mut rng = Lcg(2);
+    let mut rng = Rng::new(2);
     let mut g = Graph::new("deconv_bn", 13);
     let x = g.add_input(
         "x",
@@ -154,7 +142,7 @@ fn conv_transpose_bn_folds_exactly() {
 
 #[test]
 fn gemm_bn_folds_for_every_layout_and_bias_shape() {
-    let mut rng = Lcg(3);
+    let mut rng = Rng::new(3);
     let biases: [Option<Vec<usize>>; 4] = [None, Some(vec![5]), Some(vec![1, 5]), Some(vec![3, 5])];
     for trans_b in [0, 1] {
         for bias in &biases {
@@ -186,7 +174,7 @@ fn gemm_bn_folds_for_every_layout_and_bias_shape() {
 
 #[test]
 fn per_channel_mul_add_sub_div_fold_into_conv_and_batch_norm() {
-    let mut rng = Lcg(4);
+    let mut rng = Rng::new(4);
     let mut g = Graph::new("affine", 13);
     let x = g.add_input(
         "x",
@@ -226,7 +214,7 @@ fn per_channel_mul_add_sub_div_fold_into_conv_and_batch_norm() {
 
 #[test]
 fn shared_weights_are_not_mutated() {
-    let mut rng = Lcg(5);
+    let mut rng = Rng::new(5);
     let mut g = Graph::new("shared", 13);
     let x = g.add_input(
         "x",

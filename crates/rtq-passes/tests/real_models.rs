@@ -10,9 +10,10 @@
 
 mod common;
 
-use common::{actual_shapes, check_facts, max_abs_diff, onnx_files, python_package_dir, Lcg};
+use common::{actual_shapes, check_facts, max_abs_diff};
 use rtq_ir::{known_shape, Dim, Graph};
 use rtq_passes::{infer_shapes, optimize, OptimizeOptions};
+use rtq_test_support::{light_models, pp_ocr_models, Rng};
 use std::path::Path;
 
 fn load(file: &Path) -> Graph {
@@ -42,15 +43,9 @@ fn run(graph: &Graph, feeds: &[(String, rtq_ir::Tensor)]) -> Vec<rtq_ir::Tensor>
 
 #[test]
 fn light_models_infer_exact_shapes_and_optimise_without_changing_results() {
-    let Some(dir) = python_package_dir("onnx", "backend/test/data/light") else {
+    let Some(files) = light_models() else {
         return;
     };
-    let files = onnx_files(&dir);
-    assert!(
-        files.len() >= 9,
-        "expected the nine light models in {}",
-        dir.display()
-    );
     for file in files {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         let actual = actual_shapes(&file, 64);
@@ -110,7 +105,7 @@ fn light_models_infer_exact_shapes_and_optimise_without_changing_results() {
         // Same results before and after on a random input.
         let input = original.value(original.inputs[0]);
         let dims = known_shape(input.shape.as_deref().unwrap()).expect("static input");
-        let feeds = vec![(input.name.clone(), Lcg(7).tensor(&dims))];
+        let feeds = vec![(input.name.clone(), Rng::new(7).tensor(&dims))];
         let before = run(&original, &feeds);
         let after = run(&optimized, &feeds);
         for (b, a) in before.iter().zip(&after) {
@@ -130,15 +125,9 @@ fn light_models_infer_exact_shapes_and_optimise_without_changing_results() {
 
 #[test]
 fn pp_ocr_models_infer_symbolic_shapes_consistently() {
-    let Some(dir) = python_package_dir("rapidocr_onnxruntime", "models") else {
+    let Some(files) = pp_ocr_models() else {
         return;
     };
-    let files = onnx_files(&dir);
-    assert!(
-        files.len() >= 3,
-        "expected det/rec/cls models in {}",
-        dir.display()
-    );
     for file in files {
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         let actual = actual_shapes(&file, 64);

@@ -9,9 +9,10 @@
 
 mod common;
 
-use common::{check_facts, run_python, skip_python, ActualShapes};
+use common::{check_facts, run_python, ActualShapes};
 use rtq_ir::known_shape;
 use rtq_passes::infer_shapes;
+use rtq_test_support::skip_python;
 use std::collections::HashMap;
 
 fn dims(v: &serde_json::Value) -> HashMap<String, Vec<usize>> {

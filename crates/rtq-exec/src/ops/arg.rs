@@ -172,8 +172,8 @@ fn top_k(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use crate::test_util::node;
     use rtq_ir::{Attr, Tensor};
+    use rtq_test_support::node;
 
     #[test]
     fn argmax_argmin_with_ties() {

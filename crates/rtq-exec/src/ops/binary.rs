@@ -283,21 +283,10 @@ fn mean(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 mod tests {
     use crate::eval_node;
     use half::f16;
-    use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, DType, Node, Tensor, TensorData};
 
     fn node(op: &str, attrs: &[(&str, Attr)]) -> Node {
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
+        rtq_test_support::node(op, attrs, 1)
     }
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[&Tensor]) -> Tensor {

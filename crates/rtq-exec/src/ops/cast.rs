@@ -144,20 +144,10 @@ fn cast_like(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 mod tests {
     use crate::eval_node;
     use half::f16;
-    use rtq_ir::{Attr, DType, Node, Tensor, TensorData, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, DType, Tensor, TensorData};
 
     fn cast(x: &Tensor, to: DType) -> Result<Tensor, String> {
-        let mut attrs = BTreeMap::new();
-        attrs.insert("to".to_string(), Attr::Int(to.onnx_code() as i64));
-        let n = Node {
-            name: "cast".into(),
-            op_type: "Cast".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs,
-        };
+        let n = rtq_test_support::node("Cast", &[("to", Attr::Int(to.onnx_code() as i64))], 1);
         eval_node(&n, &[Some(x)])
             .map(|mut v| v.remove(0))
             .map_err(|e| e.to_string())

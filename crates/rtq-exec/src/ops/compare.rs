@@ -189,18 +189,10 @@ fn where_op(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Node, Tensor, TensorData, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Node, Tensor, TensorData};
 
     fn node(op: &str) -> Node {
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: BTreeMap::new(),
-        }
+        rtq_test_support::node(op, &[], 1)
     }
 
     fn run(op: &str, inputs: &[&Tensor]) -> Tensor {

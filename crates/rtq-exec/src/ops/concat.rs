@@ -136,8 +136,8 @@ fn split(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use crate::test_util::node;
     use rtq_ir::{Attr, Tensor};
+    use rtq_test_support::node;
 
     #[test]
     fn concat_middle_axis_and_errors() {

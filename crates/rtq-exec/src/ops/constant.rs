@@ -167,7 +167,7 @@ mod tests {
     use rtq_ir::{Attr, DType, Node, Tensor, TensorData};
 
     fn node(op: &str, attrs: &[(&str, Attr)]) -> Node {
-        crate::test_util::node(op, attrs, 1)
+        rtq_test_support::node(op, attrs, 1)
     }
 
     #[test]

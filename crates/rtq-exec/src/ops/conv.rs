@@ -318,7 +318,7 @@ mod tests {
     use rtq_ir::{Attr, DType, Node, Tensor, TensorData};
 
     fn node(attrs: &[(&str, Attr)]) -> Node {
-        crate::test_util::node("Conv", attrs, 1)
+        rtq_test_support::node("Conv", attrs, 1)
     }
 
     fn run(attrs: &[(&str, Attr)], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {

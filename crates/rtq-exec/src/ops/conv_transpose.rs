@@ -252,7 +252,7 @@ mod tests {
     use rtq_ir::{Attr, Node, Tensor};
 
     fn node(attrs: &[(&str, Attr)]) -> Node {
-        crate::test_util::node("ConvTranspose", attrs, 1)
+        rtq_test_support::node("ConvTranspose", attrs, 1)
     }
 
     fn run(attrs: &[(&str, Attr)], x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Tensor {

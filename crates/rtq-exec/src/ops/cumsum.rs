@@ -67,21 +67,10 @@ fn cumsum(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Tensor};
 
     fn run(attrs: &[(&str, Attr)], x: &Tensor, axis: i64) -> Tensor {
-        let n = Node {
-            name: "cs".into(),
-            op_type: "CumSum".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        };
+        let n = rtq_test_support::node("CumSum", attrs, 1);
         let a = Tensor::from_i64(vec![], vec![axis]);
         eval_node(&n, &[Some(x), Some(&a)]).unwrap().remove(0)
     }

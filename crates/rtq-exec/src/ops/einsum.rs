@@ -204,20 +204,10 @@ fn einsum(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Tensor};
 
     fn run(eq: &str, inputs: &[&Tensor]) -> Result<Tensor, String> {
-        let mut attrs = BTreeMap::new();
-        attrs.insert("equation".to_string(), Attr::String(eq.into()));
-        let n = Node {
-            name: "einsum".into(),
-            op_type: "Einsum".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs,
-        };
+        let n = rtq_test_support::node("Einsum", &[("equation", Attr::String(eq.into()))], 1);
         let ins: Vec<Option<&Tensor>> = inputs.iter().map(|t| Some(*t)).collect();
         eval_node(&n, &ins)
             .map(|mut v| v.remove(0))

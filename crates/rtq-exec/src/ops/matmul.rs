@@ -228,7 +228,7 @@ mod tests {
     use rtq_ir::{Attr, Node, Tensor};
 
     fn node(op: &str, attrs: &[(&str, Attr)]) -> Node {
-        crate::test_util::node(op, attrs, 1)
+        rtq_test_support::node(op, attrs, 1)
     }
 
     fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Option<&Tensor>]) -> Tensor {

@@ -35,19 +35,11 @@ fn non_zero(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::Tensor;
 
     #[test]
     fn coordinates_of_nonzeros() {
-        let n = Node {
-            name: "nz".into(),
-            op_type: "NonZero".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: BTreeMap::new(),
-        };
+        let n = rtq_test_support::node("NonZero", &[], 1);
         let x = Tensor::from_f32(vec![2, 2], vec![1.0, 0.0, 0.0, 3.0]);
         let y = eval_node(&n, &[Some(&x)]).unwrap().remove(0);
         assert_eq!(

@@ -348,22 +348,8 @@ fn lrn(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
-
-    fn node(op: &str, attrs: &[(&str, Attr)], outputs: usize) -> Node {
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: (0..outputs as u32).map(ValueId).collect(),
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
-    }
+    use rtq_ir::{Attr, Tensor};
+    use rtq_test_support::node;
 
     fn close(a: &[f32], b: &[f32], tol: f32) {
         assert_eq!(a.len(), b.len(), "{a:?} vs {b:?}");

@@ -70,20 +70,10 @@ fn one_hot(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Node, Tensor};
 
     fn node(axis: i64) -> Node {
-        let mut attrs = BTreeMap::new();
-        attrs.insert("axis".to_string(), Attr::Int(axis));
-        Node {
-            name: "onehot".into(),
-            op_type: "OneHot".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs,
-        }
+        rtq_test_support::node("OneHot", &[("axis", Attr::Int(axis))], 1)
     }
 
     #[test]

@@ -168,20 +168,10 @@ fn pad(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 mod tests {
     use super::{axis_map, Mode};
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Node, Tensor};
 
     fn node(mode: &str) -> Node {
-        let mut attrs = BTreeMap::new();
-        attrs.insert("mode".to_string(), Attr::String(mode.into()));
-        Node {
-            name: "pad".into(),
-            op_type: "Pad".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs,
-        }
+        rtq_test_support::node("Pad", &[("mode", Attr::String(mode.into()))], 1)
     }
 
     #[test]

@@ -288,8 +288,8 @@ fn global_lp_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use crate::test_util::node;
     use rtq_ir::{Attr, Tensor};
+    use rtq_test_support::node;
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: &Tensor) -> Tensor {
         eval_node(&node(op, attrs, 1), &[Some(x)])

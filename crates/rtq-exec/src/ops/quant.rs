@@ -241,9 +241,9 @@ fn dynamic_quantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use crate::test_util::node;
     use half::f16;
     use rtq_ir::{Attr, DType, Tensor, TensorData};
+    use rtq_test_support::node;
 
     fn q(attrs: &[(&str, Attr)], x: &Tensor, s: &Tensor, z: Option<&Tensor>) -> Tensor {
         eval_node(&node("QuantizeLinear", attrs, 1), &[Some(x), Some(s), z])

@@ -236,7 +236,7 @@ mod tests {
     use rtq_ir::{Attr, Node, Tensor};
 
     fn node(op: &str, attrs: &[(&str, Attr)]) -> Node {
-        crate::test_util::node(op, attrs, 1)
+        rtq_test_support::node(op, attrs, 1)
     }
 
     /// [2,3] = [[1,2,3],[4,5,6]]

@@ -356,21 +356,14 @@ fn resize(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Node, Tensor};
 
     fn node(attrs: &[(&str, &str)]) -> Node {
-        Node {
-            name: "resize".into(),
-            op_type: "Resize".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), Attr::String(v.to_string())))
-                .collect::<BTreeMap<_, _>>(),
-        }
+        let attrs: Vec<(&str, Attr)> = attrs
+            .iter()
+            .map(|&(k, v)| (k, Attr::String(v.into())))
+            .collect();
+        rtq_test_support::node("Resize", &attrs, 1)
     }
 
     fn with_scales(attrs: &[(&str, &str)], x: &Tensor, scales: &[f32]) -> Vec<f32> {

@@ -95,18 +95,10 @@ fn slice(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 mod tests {
     use super::slice_range;
     use crate::eval_node;
-    use rtq_ir::{Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Node, Tensor};
 
     fn node() -> Node {
-        Node {
-            name: "slice".into(),
-            op_type: "Slice".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: BTreeMap::new(),
-        }
+        rtq_test_support::node("Slice", &[], 1)
     }
 
     fn ints(v: &[i64]) -> Tensor {

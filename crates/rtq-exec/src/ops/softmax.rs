@@ -95,22 +95,11 @@ fn hardmax(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Node, Tensor};
 
     fn node(op: &str, axis: Option<i64>) -> Node {
-        let mut attrs = BTreeMap::new();
-        if let Some(a) = axis {
-            attrs.insert("axis".to_string(), Attr::Int(a));
-        }
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs,
-        }
+        let attrs: Vec<(&str, Attr)> = axis.map(|a| ("axis", Attr::Int(a))).into_iter().collect();
+        rtq_test_support::node(op, &attrs, 1)
     }
 
     fn run(op: &str, axis: Option<i64>, x: &Tensor) -> Vec<f32> {

@@ -117,21 +117,10 @@ fn space_to_depth(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Node, Tensor};
 
     fn node(op: &str, attrs: &[(&str, Attr)]) -> Node {
-        Node {
-            name: format!("{op}_0"),
-            op_type: op.into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
+        rtq_test_support::node(op, attrs, 1)
     }
 
     fn run(op: &str, attrs: &[(&str, Attr)], x: &Tensor) -> Tensor {

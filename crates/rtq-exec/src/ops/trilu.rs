@@ -45,20 +45,10 @@ fn trilu(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use rtq_ir::{Attr, Node, Tensor, ValueId};
-    use std::collections::BTreeMap;
+    use rtq_ir::{Attr, Tensor};
 
     fn run(upper: i64, k: Option<i64>) -> Vec<i64> {
-        let mut attrs = BTreeMap::new();
-        attrs.insert("upper".to_string(), Attr::Int(upper));
-        let n = Node {
-            name: "trilu".into(),
-            op_type: "Trilu".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![ValueId(0)],
-            attrs,
-        };
+        let n = rtq_test_support::node("Trilu", &[("upper", Attr::Int(upper))], 1);
         let x = Tensor::from_i64(vec![3, 3], (1..=9).collect());
         let k = k.map(|k| Tensor::from_i64(vec![], vec![k]));
         eval_node(&n, &[Some(&x), k.as_ref()]).unwrap()[0]

@@ -416,9 +416,9 @@ fn is_inf(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 #[cfg(test)]
 mod tests {
     use crate::eval_node;
-    use crate::test_util::node;
     use half::f16;
     use rtq_ir::{Attr, DType, Tensor, TensorData};
+    use rtq_test_support::node;
 
     fn run1(op: &str, attrs: &[(&str, Attr)], x: &Tensor) -> Tensor {
         eval_node(&node(op, attrs, 1), &[Some(x)])

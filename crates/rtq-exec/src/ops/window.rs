@@ -260,20 +260,9 @@ pub(crate) fn valid_taps(start: isize, step: usize, kernel: usize, limit: isize)
 mod tests {
     use super::*;
     use rtq_ir::{Attr, Node};
-    use std::collections::BTreeMap;
 
     fn node(attrs: &[(&str, Attr)]) -> Node {
-        Node {
-            name: "w".into(),
-            op_type: "Conv".into(),
-            domain: String::new(),
-            inputs: vec![],
-            outputs: vec![],
-            attrs: attrs
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        }
+        rtq_test_support::node("Conv", attrs, 0)
     }
 
     fn resolve(attrs: &[(&str, Attr)], input: &[usize], kernel: &[usize], ceil: bool) -> Window {
