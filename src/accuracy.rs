@@ -1,6 +1,48 @@
-//! Agreement metrics between a reduced-precision model's outputs and FP32's.
+//! Agreement metrics between a reduced-precision model's outputs and FP32's, and the
+//! check that measures them on held-out samples.
 
-use rtq_emit::OutputAccuracy;
+use anyhow::{Context, Result};
+use rtq_calib::CalibrationSet;
+use rtq_emit::{AccuracyReport, OutputAccuracy};
+use rtq_ir::Graph;
+
+/// Runs `reference` and `candidate` on the held-out files and compares their outputs.
+pub fn evaluate(
+    reference: &Graph,
+    candidate: &Graph,
+    set: &CalibrationSet,
+    files: &[usize],
+    variant: &str,
+) -> Result<AccuracyReport> {
+    let ref_plan =
+        rtq_exec::Plan::new(reference).context("preparing the FP32 graph for evaluation")?;
+    let cand_plan = rtq_exec::Plan::new(candidate)
+        .with_context(|| format!("preparing the {variant} graph for evaluation"))?;
+    let specs = rtq_calib::InputSpec::from_graph(reference)?;
+    let names = ref_plan.output_names();
+    let mut agreements: Vec<OutputAgreement> =
+        names.iter().map(|n| OutputAgreement::new(n)).collect();
+    let mut samples = 0;
+    for &file in files {
+        for sample in set.load(file, &specs)? {
+            let r = ref_plan
+                .run(&sample)
+                .with_context(|| format!("FP32 run on {}", set.files()[file].display()))?;
+            let c = cand_plan
+                .run(&sample)
+                .with_context(|| format!("{variant} run on {}", set.files()[file].display()))?;
+            for ((agg, rt), ct) in agreements.iter_mut().zip(&r).zip(&c) {
+                agg.add(&rt.to_f32_vec(), &ct.to_f32_vec(), rt.shape());
+            }
+            samples += 1;
+        }
+    }
+    Ok(AccuracyReport {
+        variant: variant.to_string(),
+        samples,
+        outputs: agreements.iter().map(OutputAgreement::summary).collect(),
+    })
+}
 
 /// Running agreement statistics for one output tensor across samples.
 #[derive(Debug, Clone)]
@@ -60,10 +102,12 @@ impl OutputAgreement {
         self.cosine_min = self.cosine_min.min(cosine);
         self.elements += n;
         self.samples += 1;
-        // Classifier-shaped outputs: [N, C] or [N, C, 1, 1] with C > 1.
+        // Outputs with a class axis: classifiers ([N, C] or [N, C, 1, 1]) and sequences
+        // ([N, T, C] whose positions are probability distributions, as OCR/ASR heads
+        // emit), one arg-max per row or position.
         let classes = match shape {
-            [_, c] => *c,
-            [_, c, 1, 1] => *c,
+            [_, c] | [_, c, 1, 1] => *c,
+            [_, _, c] if is_distribution_per_row(reference, *c) => *c,
             _ => 0,
         };
         if classes > 1 && n % classes == 0 {
@@ -104,6 +148,17 @@ impl OutputAgreement {
     }
 }
 
+/// Whether every row of `classes` values is a probability distribution (non-negative,
+/// summing to 1): what tells a sequence of class scores from other rank-3 outputs.
+fn is_distribution_per_row(values: &[f32], classes: usize) -> bool {
+    classes > 1
+        && values.len() % classes == 0
+        && values.chunks(classes).all(|row| {
+            let sum: f64 = row.iter().map(|&v| v as f64).sum();
+            row.iter().all(|&v| v >= 0.0) && (sum - 1.0).abs() < 1e-3
+        })
+}
+
 fn argmax(v: &[f32]) -> usize {
     let mut best = 0;
     for (i, &x) in v.iter().enumerate() {
@@ -137,6 +192,18 @@ mod tests {
         assert_eq!(s.cosine_min, 0.0);
         assert_eq!(s.max_abs_error, 1.0);
         assert_eq!(s.top1_agreement, Some(0.5));
+        // Sequences agree position by position: [1, 3 positions, 2 classes].
+        let mut q = OutputAgreement::new("seq");
+        q.add(
+            &[1.0, 0.0, 0.0, 1.0, 1.0, 0.0],
+            &[1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+            &[1, 3, 2],
+        );
+        assert_eq!(q.summary().top1_agreement, Some(2.0 / 3.0));
+        // Rank-3 outputs that are not distributions (e.g. box regressions) are not.
+        let mut r = OutputAgreement::new("boxes");
+        r.add(&[3.0, -1.0, 2.0, 0.5], &[3.0, -1.0, 2.0, 0.5], &[1, 2, 2]);
+        assert_eq!(r.summary().top1_agreement, None);
         // Feature maps are not classifiers.
         let mut f = OutputAgreement::new("map");
         f.add(&[1.0; 8], &[1.0; 8], &[1, 2, 2, 2]);

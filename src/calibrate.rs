@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
-use rtq_calib::{CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
+use rtq_calib::{CalibMethod, CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
 use rtq_ir::{Graph, Tensor, ValueId};
 use std::collections::HashMap;
 use std::sync::mpsc::{self, SyncSender, TrySendError};
@@ -12,16 +12,53 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Ranges and statistics gathered by [`calibrate`].
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct CalibrationResult {
     /// Chosen amax per observed tensor.
     pub ranges: HashMap<ValueId, f32>,
+    /// The collectors (in the order of `stats`), kept for [`CalibrationResult::ranges_for`].
+    collectors: Vec<Box<dyn RangeCollector>>,
     /// Statistics per observed tensor, in the order the tensors were requested.
     pub stats: Vec<(ValueId, RangeStats)>,
     /// Samples streamed through the graph.
     pub samples: usize,
     /// Wall time in seconds.
     pub seconds: f64,
+}
+
+impl CalibrationResult {
+    /// Every observed tensor's range as `method` picks it from the same statistics,
+    /// where the calibrator kept them ([`rtq_calib::AllMethodsCalibrator`]); `None`
+    /// otherwise. The threshold searches run on every core.
+    pub fn ranges_for(
+        &mut self,
+        graph: &Graph,
+        method: CalibMethod,
+    ) -> Option<Result<HashMap<ValueId, f32>>> {
+        if !self.has_all_methods() {
+            return None;
+        }
+        let ranges = self
+            .collectors
+            .par_iter_mut()
+            .zip(&self.stats)
+            .map(|(collector, (v, _))| {
+                let amax = collector
+                    .amax_for(method)
+                    .expect("the same calibrator made every collector")
+                    .with_context(|| format!("tensor `{}`", graph.value(*v).name))?;
+                Ok((*v, amax))
+            })
+            .collect();
+        Some(ranges)
+    }
+
+    /// Whether [`CalibrationResult::ranges_for`] can give other methods' ranges.
+    pub fn has_all_methods(&self) -> bool {
+        self.collectors
+            .first()
+            .is_some_and(|c| c.amax_for(CalibMethod::Max).is_some())
+    }
 }
 
 /// Batches of computed tensors waiting for their collectors. With [`BATCH_BYTES`] this
@@ -113,11 +150,20 @@ pub fn calibrate(
     if samples == 0 {
         anyhow::bail!("calibration saw no samples");
     }
-    let mut result = CalibrationResult {
-        samples,
-        ..Default::default()
-    };
-    // The threshold searches are independent: one per tensor, on every core.
+    let mut result = choose_ranges(graph, targets, &mut collectors)?;
+    result.samples = samples;
+    result.collectors = collectors;
+    result.seconds = start.elapsed().as_secs_f64();
+    Ok(result)
+}
+
+/// Each target's range, chosen by its collector, with the statistics behind it. The
+/// threshold searches are independent: one per tensor, on every core.
+fn choose_ranges(
+    graph: &Graph,
+    targets: &[ValueId],
+    collectors: &mut [Box<dyn RangeCollector>],
+) -> Result<CalibrationResult> {
     let chosen: Vec<(f32, RangeStats)> = collectors
         .par_iter_mut()
         .enumerate()
@@ -128,11 +174,11 @@ pub fn calibrate(
             Ok((amax, collector.stats()))
         })
         .collect::<Result<_>>()?;
+    let mut result = CalibrationResult::default();
     for (&v, (amax, stats)) in targets.iter().zip(chosen) {
         result.ranges.insert(v, amax);
         result.stats.push((v, stats));
     }
-    result.seconds = start.elapsed().as_secs_f64();
     Ok(result)
 }
 

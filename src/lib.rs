@@ -5,7 +5,10 @@
 //! The workspace is laid out by stage: `rtq-frontend` (ONNX -> IR), `rtq-ir`,
 //! `rtq-passes` (optimisation and precision transforms), `rtq-calib` (calibrators and
 //! data), `rtq-exec` (CPU reference executor), `rtq-emit` (ONNX, cache, report),
-//! `rtq-runtime` (embeddable runtime) and this crate (pipeline and CLI).
+//! `rtq-runtime` (embeddable runtime) and this crate (pipeline and CLI); see
+//! ARCHITECTURE.md.
+
+#![warn(missing_docs)]
 
 pub mod accuracy;
 pub mod calibrate;

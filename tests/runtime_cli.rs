@@ -54,7 +54,7 @@ fn bench_exports_json_into_new_directories() {
     assert_eq!(j["iterations"].as_u64().unwrap(), 2);
     assert_eq!(
         files_in(path.parent().unwrap()),
-        [path.clone()],
+        std::slice::from_ref(&path),
         "temp file left"
     );
 }

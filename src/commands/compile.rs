@@ -3,35 +3,39 @@
 use super::data_args::DataArgs;
 use super::engine_args::EngineArgs;
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
-use rtq::pipeline::{compile, prepare_out_dir, write_outputs, CompileOptions};
-use rtq_calib::CalibOptions;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::Args;
+use rtq::pipeline::{
+    compile, prepare_out_dir, write_outputs, write_report, CompileOptions, CompileOutput, StopAfter,
+};
+use rtq_calib::{CalibMethod, CalibOptions};
+use rtq_emit::AccuracyTarget;
 use rtq_passes::quant::{Int8Options, NodeFilter};
 use rtq_passes::OptimizeOptions;
 use std::path::PathBuf;
 
-/// Calibration methods.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum CalibMethod {
-    /// KL-divergence threshold (TensorRT EntropyCalibration2).
-    Entropy,
-    /// Largest magnitude seen.
-    Max,
-    /// Percentile of magnitudes (see --percentile).
-    Percentile,
-    /// Threshold minimising the quantization mean squared error.
-    Mse,
+/// `--calib-method`: `auto`, or a calibrator's name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodChoice {
+    /// Entropy; when the accuracy target is missed, the best method on the model.
+    Auto,
+    /// This method, as asked (no search).
+    Fixed(CalibMethod),
 }
 
-impl CalibMethod {
-    fn name(self) -> &'static str {
-        match self {
-            CalibMethod::Entropy => "entropy",
-            CalibMethod::Max => "max",
-            CalibMethod::Percentile => "percentile",
-            CalibMethod::Mse => "mse",
+/// `--calib-method`: `auto` and the calibrators' names, each with its description.
+fn calib_method_parser() -> impl TypedValueParser<Value = MethodChoice> {
+    let auto = PossibleValue::new("auto").help(
+        "entropy; if the accuracy target is missed, the method whose ranges agree best \
+         with FP32 (same statistics, no new calibration pass)",
+    );
+    let fixed = CalibMethod::ALL.map(|m| PossibleValue::new(m.name()).help(m.description()));
+    PossibleValuesParser::new(std::iter::once(auto).chain(fixed)).map(|name| {
+        match name.parse::<CalibMethod>() {
+            Ok(method) => MethodChoice::Fixed(method),
+            Err(_) => MethodChoice::Auto,
         }
-    }
+    })
 }
 
 /// Arguments of `rtq compile`.
@@ -54,8 +58,18 @@ pub struct CompileArgs {
     #[arg(long, value_name = "DIR")]
     pub calib: Option<PathBuf>,
     /// Calibration method.
-    #[arg(long, value_enum, default_value = "entropy")]
-    pub calib_method: CalibMethod,
+    #[arg(long, default_value = "auto", value_parser = calib_method_parser())]
+    pub calib_method: MethodChoice,
+    /// Agreement with FP32 the build must keep on the held-out files, per output:
+    /// `cosine=F` (mean cosine) and/or `top1=F` (arg-max agreement where the output
+    /// has a class axis). Missing it is a warning, or an error with --strict-accuracy.
+    #[arg(long, value_name = "METRIC=VALUE,...", default_value = "cosine=0.99,top1=0.99",
+          value_parser = str::parse::<AccuracyTarget>)]
+    pub accuracy_target: AccuracyTarget,
+    /// Exit non-zero (after writing the outputs) when the accuracy target is missed or
+    /// could not be checked.
+    #[arg(long)]
+    pub strict_accuracy: bool,
     /// Percentile for --calib-method percentile.
     #[arg(long, default_value_t = 99.99)]
     pub percentile: f64,
@@ -97,9 +111,10 @@ pub struct CompileArgs {
     /// Print the IR after every pass (stderr).
     #[arg(long)]
     pub dump_ir: bool,
-    /// Stop after a pass or a stage (load, optimize, calibrate) and write the graph then.
-    #[arg(long, value_name = "STAGE")]
-    pub stop_after: Option<String>,
+    /// Stop after a stage (load, optimize, calibrate, quantize) or a pass (e.g.
+    /// fold-batch-norm, int8-qdq, fp16) and write the graph as it is then.
+    #[arg(long, value_name = "STAGE|PASS", value_parser = str::parse::<StopAfter>)]
+    pub stop_after: Option<StopAfter>,
     /// Print the report as JSON on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -138,26 +153,60 @@ pub fn run(args: CompileArgs) -> Result<()> {
     if args.engine && !rtq_runtime::tensorrt::AVAILABLE {
         return Err(rtq_runtime::RuntimeError::TensorRtNotBuilt).context("--engine");
     }
-    let build_options = if args.engine {
-        Some(args.engine_args.build_options(None)?)
-    } else {
-        None
-    };
+    let engine_build = args
+        .engine
+        .then(|| args.engine_args.build_options(None))
+        .transpose()?;
+    let opts = compile_options(&args)?;
+    opts.validate()?;
     prepare_out_dir(&args.out)?;
     if let Some(repo) = &args.triton_repo {
         prepare_out_dir(repo)?;
     }
+    let mut output = compile(&opts)?;
+    let written = write_outputs(&args.out, &mut output).context("writing outputs")?;
+    write_deployment(&args, engine_build, &written[0], &mut output)?;
+    write_report(&args.out, &mut output.report).context("writing the report")?;
+    if args.json {
+        println!("{}", output.report.to_json()?);
+    } else if !args.quiet {
+        print!("{}", output.report.render_text(40));
+    }
+    for warning in &output.report.warnings {
+        // The text report shows them already; --json and --quiet runs still hear them.
+        if args.json || args.quiet {
+            eprintln!("warning: {warning}");
+        }
+    }
+    if args.strict_accuracy && !output.report.warnings.is_empty() {
+        anyhow::bail!(
+            "--strict-accuracy: {} (outputs written to {})",
+            output.report.warnings.join("; "),
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// The pipeline's options from the command line.
+fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
     let filter = NodeFilter {
         names: args.exclude_nodes.clone(),
         op_types: args.exclude_ops.clone(),
     };
-    let opts = CompileOptions {
+    Ok(CompileOptions {
         model: args.model.clone(),
         out_dir: args.out.clone(),
         fp16: args.fp16,
         int8: args.int8,
         calib_dir: args.calib.clone(),
-        calib_method: args.calib_method.name().to_string(),
+        calib_method: match args.calib_method {
+            MethodChoice::Auto => CalibMethod::default(),
+            MethodChoice::Fixed(method) => method,
+        },
+        method_search: args.calib_method == MethodChoice::Auto,
+        accuracy_target: args.accuracy_target,
+        strict_accuracy: args.strict_accuracy,
         calib: CalibOptions {
             percentile: args.percentile,
             ..CalibOptions::default()
@@ -181,50 +230,35 @@ pub fn run(args: CompileArgs) -> Result<()> {
         },
         trt_version: args.trt_version.clone(),
         dump_ir: args.dump_ir,
-        stop_after: args.stop_after.clone(),
+        stop_after: args.stop_after,
         progress: !args.quiet && !args.json,
-    };
-    let mut output = compile(&opts)?;
-    let written = write_outputs(&args.out, &mut output).context("writing outputs")?;
-    let onnx_path = written[0].clone();
+    })
+}
+
+/// Builds the TensorRT engine (`--engine`) from the written model and exports the
+/// Triton repository entry (`--triton-repo`), listing both in the report.
+fn write_deployment(
+    args: &CompileArgs,
+    engine_build: Option<rtq_runtime::tensorrt::EngineBuildOptions>,
+    onnx_path: &std::path::Path,
+    output: &mut CompileOutput,
+) -> Result<()> {
     let mut plan_path = None;
-    if let Some(mut build) = build_options {
+    if let Some(mut build) = engine_build {
         let plan = onnx_path.with_extension("plan");
         build.output = Some(plan.clone());
-        let artifacts = rtq_runtime::tensorrt::build_engine(&onnx_path, &build)
+        let artifacts = rtq_runtime::tensorrt::build_engine(onnx_path, &build)
             .with_context(|| format!("building a TensorRT engine from {}", onnx_path.display()))?;
-        output
-            .report
-            .outputs
-            .push(artifacts.plan_path.display().to_string());
-        output
-            .report
-            .outputs
-            .push(artifacts.metadata_path.display().to_string());
+        let outputs = &mut output.report.outputs;
+        outputs.push(artifacts.plan_path.display().to_string());
+        outputs.push(artifacts.metadata_path.display().to_string());
         plan_path = Some(artifacts.plan_path);
     }
     if let Some(repo) = &args.triton_repo {
-        let layout = export_triton(&args, repo, &onnx_path, plan_path.as_deref())?;
-        output
-            .report
-            .outputs
-            .push(layout.config_path.display().to_string());
-        output
-            .report
-            .outputs
-            .push(layout.model_path.display().to_string());
-    }
-    if args.engine || args.triton_repo.is_some() {
-        // Record the extra files in the report written with the model.
-        rtq_emit::write_atomic(
-            &args.out.join("report.json"),
-            output.report.to_json()?.as_bytes(),
-        )?;
-    }
-    if args.json {
-        println!("{}", output.report.to_json()?);
-    } else if !args.quiet {
-        print!("{}", output.report.render_text(40));
+        let layout = export_triton(args, repo, onnx_path, plan_path.as_deref())?;
+        let outputs = &mut output.report.outputs;
+        outputs.push(layout.config_path.display().to_string());
+        outputs.push(layout.model_path.display().to_string());
     }
     Ok(())
 }

@@ -6,9 +6,7 @@
 //! the tensor's int8 scale (`amax / 127`) in lowercase hexadecimal.
 
 use crate::CalibError;
-
-/// Largest magnitude an int8 symmetric quantizer maps to.
-const QMAX: f32 = 127.0;
+use rtq_ir::QuantParams;
 
 /// The calibration algorithm written in the header.
 pub const CACHE_ALGORITHM: &str = "EntropyCalibration2";
@@ -16,7 +14,64 @@ pub const CACHE_ALGORITHM: &str = "EntropyCalibration2";
 /// Lowercase hex of the big-endian IEEE-754 bits of `amax / 127`
 /// (`127.0` -> scale 1.0 -> `3f800000`).
 pub fn scale_to_cache_hex(amax: f32) -> String {
-    format!("{:08x}", (amax / QMAX).to_bits())
+    format!("{:08x}", QuantParams::int8(amax).scale().to_bits())
+}
+
+/// The numeric tag TensorRT writes for a dotted version in a cache header
+/// (`TRT-<tag>-EntropyCalibration2`): `M*10000 + m*100 + p` from TensorRT 10 on
+/// (`10.1.0` -> `100100`), `M*1000 + m*100 + p` before (`8.6.1` -> `8601`).
+pub fn trt_version_tag(version: &str) -> Result<String, CalibError> {
+    let bad = || CalibError::InvalidOption {
+        option: "trt_version",
+        reason: format!("bad TensorRT version `{version}` (expected e.g. 10.1.0)"),
+    };
+    let parts: Vec<u32> = version
+        .split('.')
+        .map(|p| p.parse::<u32>().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    if parts.len() > 3 {
+        return Err(bad());
+    }
+    let (major, minor, patch) = (
+        parts[0],
+        *parts.get(1).unwrap_or(&0),
+        *parts.get(2).unwrap_or(&0),
+    );
+    let n = if major >= 10 {
+        major * 10000 + minor * 100 + patch
+    } else {
+        major * 1000 + minor * 100 + patch
+    };
+    Ok(n.to_string())
+}
+
+/// A TensorRT calibration cache (for TensorRT <= 10's implicit INT8, `trtexec --calib`):
+/// the header's version tag and one INT8 range per tensor, in the order added. The
+/// text is always checked ([`checked_cache_text`]) before it is handed out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalibrationCache {
+    version_tag: String,
+    entries: Vec<(String, f32)>,
+}
+
+impl CalibrationCache {
+    /// An empty cache for the dotted TensorRT `version` (e.g. `10.1.0`).
+    pub fn for_trt_version(version: &str) -> Result<CalibrationCache, CalibError> {
+        Ok(CalibrationCache {
+            version_tag: trt_version_tag(version)?,
+            entries: Vec::new(),
+        })
+    }
+
+    /// Adds `tensor` with its INT8 parameters (the cache records [`QuantParams::scale`]).
+    pub fn push(&mut self, tensor: &str, params: QuantParams) {
+        self.entries.push((tensor.to_string(), params.amax));
+    }
+
+    /// The cache text; fails, naming the tensor, on an entry TensorRT could not read.
+    pub fn to_text(&self) -> Result<String, CalibError> {
+        checked_cache_text(&self.version_tag, &self.entries)
+    }
 }
 
 /// A cache text: `TRT-<version_tag>-EntropyCalibration2`, then one
@@ -118,6 +173,29 @@ pub fn parse_cache_text(text: &str) -> Result<(String, Vec<(String, f32)>), Cali
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_tags_follow_tensorrt() {
+        assert_eq!(trt_version_tag("10.1.0").unwrap(), "100100");
+        assert_eq!(trt_version_tag("11.0").unwrap(), "110000");
+        assert_eq!(trt_version_tag("8.6.1").unwrap(), "8601");
+        for bad in ["ten", "", "10..1", "10.1.0.0"] {
+            assert!(trt_version_tag(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cache_checks_its_entries() {
+        let mut cache = CalibrationCache::for_trt_version("8.6.1").unwrap();
+        cache.push("a", QuantParams::int8(1.0));
+        assert_eq!(
+            cache.to_text().unwrap(),
+            "TRT-8601-EntropyCalibration2\na: 3c010204\n"
+        );
+        cache.push("b", QuantParams::int8(0.0));
+        let e = cache.to_text().unwrap_err().to_string();
+        assert!(e.contains("`b`"), "{e}");
+    }
 
     #[test]
     fn known_hex_values() {

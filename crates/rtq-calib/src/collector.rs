@@ -29,6 +29,12 @@ pub trait RangeCollector: Send {
     fn amax(&self) -> Result<f32, CalibError>;
     /// Statistics for reports.
     fn stats(&self) -> RangeStats;
+    /// The range `method` would pick from what was observed, where the collector keeps
+    /// enough to tell (see [`crate::AllMethodsCalibrator`]); `None` otherwise.
+    fn amax_for(&self, method: crate::CalibMethod) -> Option<Result<f32, CalibError>> {
+        let _ = method;
+        None
+    }
 }
 
 /// What a collector saw and what it chose, for reports.

@@ -43,6 +43,17 @@ impl<R: HistogramRule> HistogramCollector<R> {
     pub fn rule(&self) -> &R {
         &self.rule
     }
+
+    /// The range another rule picks from the same histogram (what [`RangeCollector::amax`]
+    /// would return with `rule` as this collector's rule).
+    pub fn amax_with<Q: HistogramRule>(&self, rule: &Q) -> Result<f32, CalibError> {
+        let absmax = self.observed.absmax();
+        let candidate = match absmax {
+            Some(a) if a > 0.0 => rule.threshold(&self.hist, a),
+            _ => 0.0,
+        };
+        finalize(candidate, absmax)
+    }
 }
 
 impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
@@ -77,12 +88,7 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
         if let Some(a) = self.cached.get() {
             return Ok(a);
         }
-        let absmax = self.observed.absmax();
-        let candidate = match absmax {
-            Some(a) if a > 0.0 => self.rule.threshold(&self.hist, a),
-            _ => 0.0,
-        };
-        let a = finalize(candidate, absmax)?;
+        let a = self.amax_with(&self.rule)?;
         self.cached.set(Some(a));
         Ok(a)
     }

@@ -6,12 +6,13 @@
 //!   `EntropyCalibration2`, the default), `max`, `percentile` and `mse`.
 //!   Collectors use constant memory whatever the number of batches and are
 //!   independent per tensor, so callers may update them in parallel.
-//! * **TensorRT calibration caches**: [`write_cache_text`] / [`parse_cache_text`].
+//! * **TensorRT calibration caches**: [`CalibrationCache`] (checked) / [`parse_cache_text`].
 //! * **Calibration data**: [`CalibrationSet`] reads `.npy`, `.npz` and image
 //!   files from a directory into samples feeding a model's inputs.
 
 #![warn(missing_docs)]
 
+mod all_methods;
 mod amax;
 mod cache;
 mod chunked;
@@ -29,9 +30,11 @@ mod percentile;
 mod registry;
 mod scan;
 
+pub use all_methods::{AllMethodsCalibrator, MethodRule};
 pub use amax::{MIN_AMAX, ZERO_RANGE_AMAX};
 pub use cache::{
-    checked_cache_text, parse_cache_text, scale_to_cache_hex, write_cache_text, CACHE_ALGORITHM,
+    checked_cache_text, parse_cache_text, scale_to_cache_hex, trt_version_tag, write_cache_text,
+    CalibrationCache, CACHE_ALGORITHM,
 };
 pub use collector::{Calibrator, RangeCollector, RangeStats};
 pub use dataset::{load_file, CalibrationSet, DataOptions, InputSpec, Layout, Sample};
@@ -46,4 +49,4 @@ pub use max::{MaxCalibrator, MaxCollector};
 pub use mse::{histogram_mse, mse_threshold, MseCalibrator, MseChoice, MseRule};
 pub use options::{CalibOptions, MAX_BINS, MIN_BINS};
 pub use percentile::{histogram_percentile, PercentileCalibrator, PercentileRule};
-pub use registry::{calibrator_by_name, calibrator_names, DEFAULT_CALIBRATOR};
+pub use registry::{calibrator_by_name, calibrator_names, CalibMethod, DEFAULT_CALIBRATOR};

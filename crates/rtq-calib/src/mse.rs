@@ -14,7 +14,7 @@ use crate::options::MIN_BINS;
 use crate::{CalibOptions, Calibrator, RangeCollector};
 
 /// Largest int8 quantization level of symmetric quantization.
-const QMAX: f64 = 127.0;
+const QMAX: f64 = rtq_ir::QuantGrid::Int8.qmax() as f64;
 
 /// The result of the MSE search over one histogram.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -6,14 +6,99 @@ use crate::mse::MseCalibrator;
 use crate::percentile::PercentileCalibrator;
 use crate::{CalibError, CalibOptions, Calibrator};
 
-/// The calibrator used when none is named.
-pub const DEFAULT_CALIBRATOR: &str = "entropy";
+/// The calibration methods, each a [`Calibrator`] of this crate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum CalibMethod {
+    /// KL-divergence threshold (TensorRT `EntropyCalibration2`).
+    #[default]
+    Entropy,
+    /// Largest magnitude seen.
+    Max,
+    /// Percentile of magnitudes ([`CalibOptions::percentile`]).
+    Percentile,
+    /// Threshold minimising the quantization mean squared error.
+    Mse,
+}
 
-const NAMES: &[&str] = &["entropy", "max", "percentile", "mse"];
+impl CalibMethod {
+    /// Every method, the default first.
+    pub const ALL: [CalibMethod; 4] = [
+        CalibMethod::Entropy,
+        CalibMethod::Max,
+        CalibMethod::Percentile,
+        CalibMethod::Mse,
+    ];
+
+    /// The method's name (`entropy`, `max`, `percentile`, `mse`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            CalibMethod::Entropy => "entropy",
+            CalibMethod::Max => "max",
+            CalibMethod::Percentile => "percentile",
+            CalibMethod::Mse => "mse",
+        }
+    }
+
+    /// One line saying what the method does (for command-line help).
+    pub const fn description(self) -> &'static str {
+        match self {
+            CalibMethod::Entropy => "KL-divergence threshold (TensorRT EntropyCalibration2)",
+            CalibMethod::Max => "largest magnitude seen",
+            CalibMethod::Percentile => "percentile of magnitudes (see --percentile)",
+            CalibMethod::Mse => "threshold minimising the quantization mean squared error",
+        }
+    }
+
+    /// The method's calibrator, configured by `options` (validated first).
+    pub fn calibrator(self, options: &CalibOptions) -> Result<Box<dyn Calibrator>, CalibError> {
+        options.validate()?;
+        Ok(match self {
+            CalibMethod::Entropy => Box::new(EntropyCalibrator::new(options)),
+            CalibMethod::Max => Box::new(MaxCalibrator),
+            CalibMethod::Percentile => Box::new(PercentileCalibrator::new(options)),
+            CalibMethod::Mse => Box::new(MseCalibrator::new(options)),
+        })
+    }
+}
+
+impl std::fmt::Display for CalibMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CalibMethod {
+    type Err = CalibError;
+
+    /// Parses a method name, ASCII case-insensitively and ignoring surrounding spaces.
+    fn from_str(name: &str) -> Result<CalibMethod, CalibError> {
+        let key = name.trim();
+        CalibMethod::ALL
+            .into_iter()
+            .find(|m| m.name().eq_ignore_ascii_case(key))
+            .ok_or_else(|| CalibError::UnknownCalibrator {
+                name: name.to_string(),
+                known: NAMES.join(", "),
+            })
+    }
+}
+
+/// The calibrator used when none is named.
+pub const DEFAULT_CALIBRATOR: &str = CalibMethod::Entropy.name();
+
+const NAMES: [&str; CalibMethod::ALL.len()] = {
+    let mut names = [""; CalibMethod::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = CalibMethod::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// Names of the registered calibrators, the default (`entropy`) first.
 pub fn calibrator_names() -> &'static [&'static str] {
-    NAMES
+    &NAMES
 }
 
 /// The calibrator registered as `name` (ASCII case-insensitive), configured by `options`.
@@ -23,20 +108,7 @@ pub fn calibrator_by_name(
     name: &str,
     options: &CalibOptions,
 ) -> Result<Box<dyn Calibrator>, CalibError> {
-    options.validate()?;
-    let key = name.trim().to_ascii_lowercase();
-    Ok(match key.as_str() {
-        "entropy" => Box::new(EntropyCalibrator::new(options)),
-        "max" => Box::new(MaxCalibrator),
-        "percentile" => Box::new(PercentileCalibrator::new(options)),
-        "mse" => Box::new(MseCalibrator::new(options)),
-        _ => {
-            return Err(CalibError::UnknownCalibrator {
-                name: name.to_string(),
-                known: NAMES.join(", "),
-            })
-        }
-    })
+    name.parse::<CalibMethod>()?.calibrator(options)
 }
 
 #[cfg(test)]
@@ -50,6 +122,11 @@ mod tests {
             assert_eq!(c.name(), n);
         }
         assert_eq!(calibrator_names()[0], DEFAULT_CALIBRATOR);
+        assert_eq!(CalibMethod::default().name(), DEFAULT_CALIBRATOR);
+        for m in CalibMethod::ALL {
+            assert_eq!(m.name().parse::<CalibMethod>().unwrap(), m);
+            assert_eq!(m.to_string(), m.name());
+        }
         let c = calibrator_by_name(" MSE ", &CalibOptions::default()).unwrap();
         assert_eq!(c.name(), "mse");
     }

@@ -7,10 +7,13 @@ mod atomic;
 mod error;
 mod onnx;
 mod report;
+mod target;
 
 pub use atomic::{write_atomic, write_atomic_with};
 pub use error::EmitError;
 pub use onnx::{ir_version_for_opset, to_model_bytes, to_model_proto, write_onnx, EmitOptions};
 pub use report::{
-    AccuracyReport, CompileReport, GraphSummary, OutputAccuracy, QuantSummary, TensorRange,
+    AccuracyCheck, AccuracyReport, CompileReport, GraphSummary, MethodTrial, OutputAccuracy,
+    QuantSummary, TensorRange,
 };
+pub use target::AccuracyTarget;

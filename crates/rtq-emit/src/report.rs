@@ -1,6 +1,7 @@
 //! The compile report: per-tensor ranges, quantization decisions, pass statistics and
 //! accuracy of the FP16/INT8 outputs against FP32, as JSON and as terminal text.
 
+use crate::AccuracyTarget;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -27,6 +28,10 @@ pub struct CompileReport {
     pub ranges: Vec<TensorRange>,
     /// Accuracy of each reduced-precision variant against FP32.
     pub accuracy: Vec<AccuracyReport>,
+    /// The verdict against the accuracy target, and what was done to meet it.
+    pub accuracy_check: Option<AccuracyCheck>,
+    /// Things the user should know: checks skipped, targets missed.
+    pub warnings: Vec<String>,
     /// Files written.
     pub outputs: Vec<String>,
     /// Wall time of each stage, in seconds, in order.
@@ -93,6 +98,37 @@ pub struct AccuracyReport {
     pub outputs: Vec<OutputAccuracy>,
 }
 
+/// The verdict of a build against its [`AccuracyTarget`] on the held-out samples.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AccuracyCheck {
+    /// The target.
+    pub target: AccuracyTarget,
+    /// Whether every output meets it.
+    pub met: bool,
+    /// One line per missed metric (empty when met).
+    pub misses: Vec<String>,
+    /// The calibration methods compared when the first build missed the target
+    /// (judged on calibration samples, not the held-out ones); empty when no search ran.
+    pub method_search: Vec<MethodTrial>,
+    /// The method whose ranges the emitted model uses.
+    pub method: Option<String>,
+}
+
+/// One calibration method's result in the method search.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MethodTrial {
+    /// The method.
+    pub method: String,
+    /// Samples it was judged on.
+    pub samples: usize,
+    /// Worst metric's distance to its target (negative: missed).
+    pub margin: f64,
+    /// Lowest cosine mean over the outputs.
+    pub cosine_mean: f64,
+    /// Lowest top-1 agreement over the outputs that have one.
+    pub top1_agreement: Option<f64>,
+}
+
 /// Agreement of one output tensor with FP32.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct OutputAccuracy {
@@ -106,7 +142,8 @@ pub struct OutputAccuracy {
     pub max_abs_error: f64,
     /// Mean absolute difference.
     pub mean_abs_error: f64,
-    /// For classifier-shaped outputs ([N, classes]): share of rows whose arg-max agrees.
+    /// Share of arg-max agreement where the output has a class axis: rows of
+    /// `[N, classes]` / `[N, classes, 1, 1]`, positions of `[N, T, classes]` sequences.
     pub top1_agreement: Option<f64>,
 }
 
@@ -193,6 +230,12 @@ impl CompileReport {
                 );
             }
         }
+        if let Some(check) = &self.accuracy_check {
+            render_check(&mut s, check);
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "\n  warning: {w}");
+        }
         if !self.outputs.is_empty() {
             let _ = writeln!(s, "\n  wrote:");
             for o in &self.outputs {
@@ -200,6 +243,39 @@ impl CompileReport {
             }
         }
         s
+    }
+}
+
+/// The accuracy verdict and the method search, for the terminal.
+fn render_check(s: &mut String, check: &AccuracyCheck) {
+    let t = &check.target;
+    let verdict = if check.met { "met" } else { "NOT MET" };
+    let _ = writeln!(
+        s,
+        "\n  accuracy target (cosine mean >= {}, top-1 >= {:.1}%): {verdict}",
+        t.cosine,
+        100.0 * t.top1
+    );
+    for m in &check.misses {
+        let _ = writeln!(s, "    {m}");
+    }
+    if !check.method_search.is_empty() {
+        let _ = writeln!(s, "  calibration methods compared on calibration samples:");
+        for trial in &check.method_search {
+            let top1 = trial
+                .top1_agreement
+                .map_or(String::new(), |t| format!("  top-1 {:.2}%", 100.0 * t));
+            let chosen = if check.method.as_deref() == Some(trial.method.as_str()) {
+                "  <- chosen"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "    {:<11} cosine mean {:.5}{top1}  margin {:+.4}{chosen}",
+                trial.method, trial.cosine_mean, trial.margin
+            );
+        }
     }
 }
 

@@ -67,6 +67,15 @@ pub enum PassError {
         #[source]
         source: IrError,
     },
+    /// A precision transform (INT8 Q/DQ, FP16) failed.
+    #[error("pass `{pass}`: {source}")]
+    Precision {
+        /// The pass.
+        pass: &'static str,
+        /// The transform's error, which names the node or tensor.
+        #[source]
+        source: crate::quant::QuantError,
+    },
     /// The graph handed to the pass manager fails verification before any pass ran.
     #[error("input graph is invalid: {source}")]
     InvalidInput {

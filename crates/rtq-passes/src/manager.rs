@@ -61,20 +61,22 @@ pub const DEFAULT_MAX_ITERATIONS: usize = 10;
 /// Runs passes in order, repeating the whole sequence until an iteration changes
 /// nothing (or an iteration cap is hit), optionally verifying the graph after every
 /// pass, and recording per-pass statistics.
-pub struct PassManager {
-    passes: Vec<Box<dyn Pass>>,
+///
+/// Passes may borrow from the caller (`'a`): see the `Pass` impl for `&mut P`.
+pub struct PassManager<'a> {
+    passes: Vec<Box<dyn Pass + 'a>>,
     verify_each: bool,
     max_iterations: usize,
     hook: Option<Box<PassHook>>,
 }
 
-impl Default for PassManager {
+impl Default for PassManager<'_> {
     fn default() -> Self {
         PassManager::new()
     }
 }
 
-impl std::fmt::Debug for PassManager {
+impl std::fmt::Debug for PassManager<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PassManager")
             .field("passes", &self.pass_names())
@@ -85,9 +87,9 @@ impl std::fmt::Debug for PassManager {
     }
 }
 
-impl PassManager {
+impl<'a> PassManager<'a> {
     /// An empty pipeline: no verification, [`DEFAULT_MAX_ITERATIONS`] iterations, no hook.
-    pub fn new() -> PassManager {
+    pub fn new() -> PassManager<'a> {
         PassManager {
             passes: Vec::new(),
             verify_each: false,
@@ -97,13 +99,13 @@ impl PassManager {
     }
 
     /// Appends a pass to the pipeline.
-    pub fn add(&mut self, pass: Box<dyn Pass>) -> &mut Self {
+    pub fn add(&mut self, pass: Box<dyn Pass + 'a>) -> &mut Self {
         self.passes.push(pass);
         self
     }
 
     /// Appends several passes in order.
-    pub fn extend(&mut self, passes: impl IntoIterator<Item = Box<dyn Pass>>) -> &mut Self {
+    pub fn extend(&mut self, passes: impl IntoIterator<Item = Box<dyn Pass + 'a>>) -> &mut Self {
         self.passes.extend(passes);
         self
     }

@@ -14,3 +14,15 @@ pub trait Pass {
     /// Applies the transform; returns whether the graph changed.
     fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError>;
 }
+
+/// A borrowed pass runs as itself, so a caller can hand the [`crate::PassManager`] a
+/// `&mut` to a pass and read what it recorded (e.g. a transform's summary) afterwards.
+impl<P: Pass + ?Sized> Pass for &mut P {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+
+    fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
+        (**self).run(graph)
+    }
+}

@@ -14,7 +14,7 @@
 
 use super::weights::quantize_per_channel;
 use super::{NodeFilter, QuantError, ScaleFormat};
-use rtq_ir::{Attr, DType, Graph, NodeId, Tensor, TensorData, ValueId};
+use rtq_ir::{Attr, DType, Graph, NodeId, QuantParams, Tensor, TensorData, ValueId};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -239,10 +239,11 @@ pub fn apply_int8(
         let amax = *ranges
             .get(&v)
             .ok_or_else(|| QuantError::MissingRange(name.clone()))?;
-        if !(amax.is_finite() && amax > 0.0) {
+        let params = QuantParams::int8(amax);
+        if !params.is_valid() {
             return Err(QuantError::BadRange { tensor: name, amax });
         }
-        let scale = plan.scale_format.round(amax / 127.0);
+        let scale = params.stored_scale(plan.scale_format);
         let scale = graph.add_constant(&format!("{name}_scale"), Tensor::scalar_f32(scale));
         let zero = graph.add_constant(
             &format!("{name}_zero_point"),

@@ -1,6 +1,6 @@
 //! Symmetric INT8 quantization of constant tensors.
 
-use super::ScaleFormat;
+use rtq_ir::{QuantParams, ScaleFormat};
 
 /// Quantizes `x / scale` to int8 with round-half-to-even and narrow-range clamping to [-127, 127].
 pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
@@ -13,8 +13,8 @@ pub fn quantize_symmetric(x: f32, scale: f32) -> i8 {
 }
 
 /// Per-channel symmetric quantization of `data` (row-major `shape`) along `axis`.
-/// Returns the int8 values and one scale per channel (`max|w_c| / 127` rounded up to a
-/// value of `format` where it fits, see [`ScaleFormat::round`], or 1.0 for an all-zero
+/// Returns the int8 values and one scale per channel ([`QuantParams::stored_scale`] of
+/// `max|w_c|` in `format`, or 1.0 for an all-zero
 /// channel so every scale stays strictly positive).
 /// The values are quantized against the returned (exact) scales.
 pub fn quantize_per_channel(
@@ -35,8 +35,9 @@ pub fn quantize_per_channel(
     let scales: Vec<f32> = amax
         .iter()
         .map(|&a| {
-            if a > 0.0 && a.is_finite() {
-                format.round(a / 127.0)
+            let params = QuantParams::int8(a);
+            if params.is_valid() {
+                params.stored_scale(format)
             } else {
                 1.0
             }

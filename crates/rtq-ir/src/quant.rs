@@ -1,6 +1,64 @@
-//! The floating-point type Q/DQ scales are stored in, and scale values exact in it.
+//! Quantization parameters: the one place a calibrated range becomes a scale.
+//!
+//! [`QuantParams`] holds a tensor's (or channel's) range and the grid it is quantized
+//! to; [`QuantParams::scale`] is the scale TensorRT's calibration cache records and
+//! [`QuantParams::stored_scale`] the one written into the graph, exact in the
+//! [`ScaleFormat`] the Q/DQ nodes store it in. The INT8 transform, the report and the
+//! cache writer all take their scales from here.
 
 use half::f16;
+
+/// The integer grid a tensor is quantized to (symmetric, zero point 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuantGrid {
+    /// Signed 8-bit, narrow range: `[-127, 127]`.
+    #[default]
+    Int8,
+}
+
+impl QuantGrid {
+    /// The largest quantized magnitude (127 for INT8).
+    pub const fn qmax(self) -> f32 {
+        match self {
+            QuantGrid::Int8 => 127.0,
+        }
+    }
+}
+
+/// Symmetric quantization parameters: the range `[-amax, amax]` mapped onto `grid`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuantParams {
+    /// Largest magnitude represented (the calibrated range).
+    pub amax: f32,
+    /// Grid the values are quantized to.
+    pub grid: QuantGrid,
+}
+
+impl QuantParams {
+    /// INT8 parameters for the range `amax`.
+    pub fn int8(amax: f32) -> QuantParams {
+        QuantParams {
+            amax,
+            grid: QuantGrid::Int8,
+        }
+    }
+
+    /// `amax / qmax` in single precision: the scale of TensorRT's calibration cache.
+    pub fn scale(&self) -> f32 {
+        self.amax / self.grid.qmax()
+    }
+
+    /// The scale as the graph stores it in `format`: [`QuantParams::scale`] rounded up
+    /// to a value exact in `format` where it fits (see [`ScaleFormat::round`]).
+    pub fn stored_scale(&self, format: ScaleFormat) -> f32 {
+        format.round(self.scale())
+    }
+
+    /// Whether the range gives a usable scale (finite and positive).
+    pub fn is_valid(&self) -> bool {
+        self.amax.is_finite() && self.amax > 0.0
+    }
+}
 
 /// Storage type of quantization scales.
 ///
@@ -21,7 +79,7 @@ impl ScaleFormat {
     /// The scale to store for `scale` (positive and finite): the smallest value of
     /// this format that is at least `scale`, or `scale` itself where the format cannot
     /// hold it (beyond FP16's range: such a Q/DQ stays FP32, see
-    /// [`super::Fp16Options::half_qdq`]).
+    /// the FP16 transform's `half_qdq` option in rtq-passes).
     pub fn round(self, scale: f32) -> f32 {
         self.representable(scale).unwrap_or(scale)
     }
@@ -51,6 +109,17 @@ impl ScaleFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn int8_scale_is_amax_over_127_and_stored_exactly() {
+        let p = QuantParams::int8(5.6);
+        assert_eq!(p.scale(), 5.6f32 / 127.0);
+        assert_eq!(p.stored_scale(ScaleFormat::F32), p.scale());
+        let half = p.stored_scale(ScaleFormat::F16);
+        assert!(half >= p.scale() && f16::from_f32(half).to_f32() == half);
+        assert!(p.is_valid() && !QuantParams::int8(0.0).is_valid());
+        assert!(!QuantParams::int8(f32::INFINITY).is_valid());
+    }
 
     #[test]
     fn f32_keeps_the_scale() {

@@ -1,0 +1,140 @@
+//! One histogram, every method's range: the calibrator behind rtq's method search,
+//! which compares the methods' ranges on the model without new forward passes.
+
+use crate::entropy::EntropyRule;
+use crate::hist_collector::{HistogramCollector, HistogramRule};
+use crate::histogram::AbsHistogram;
+use crate::mse::MseRule;
+use crate::percentile::PercentileRule;
+use crate::{CalibError, CalibMethod, CalibOptions, Calibrator, RangeCollector, RangeStats};
+
+/// The threshold rule of a [`CalibMethod`] (`max`: the observed maximum).
+#[derive(Debug, Clone, Copy)]
+pub struct MethodRule {
+    method: CalibMethod,
+    percentile: PercentileRule,
+}
+
+impl MethodRule {
+    /// The rule of `method`, with `percentile` for [`CalibMethod::Percentile`].
+    pub fn new(method: CalibMethod, percentile: f64) -> MethodRule {
+        MethodRule {
+            method,
+            percentile: PercentileRule { percentile },
+        }
+    }
+}
+
+impl HistogramRule for MethodRule {
+    fn threshold(&self, hist: &AbsHistogram, absmax: f32) -> f64 {
+        match self.method {
+            CalibMethod::Entropy => EntropyRule.threshold(hist, absmax),
+            CalibMethod::Max => absmax as f64,
+            CalibMethod::Percentile => self.percentile.threshold(hist, absmax),
+            CalibMethod::Mse => MseRule.threshold(hist, absmax),
+        }
+    }
+}
+
+/// Collects one histogram per tensor; its range is `primary`'s (identical to that
+/// method's own calibrator), and [`RangeCollector::amax_for`] gives any method's.
+#[derive(Debug, Clone)]
+pub struct AllMethodsCalibrator {
+    primary: CalibMethod,
+    num_bins: usize,
+    percentile: f64,
+}
+
+impl AllMethodsCalibrator {
+    /// Ranges of `primary`, candidates of every method, configured by `options`.
+    pub fn new(primary: CalibMethod, options: &CalibOptions) -> Result<Self, CalibError> {
+        options.validate()?;
+        Ok(AllMethodsCalibrator {
+            primary,
+            num_bins: options.num_bins,
+            percentile: options.percentile,
+        })
+    }
+}
+
+impl Calibrator for AllMethodsCalibrator {
+    fn name(&self) -> &'static str {
+        self.primary.name()
+    }
+
+    fn collector(&self) -> Box<dyn RangeCollector> {
+        Box::new(AllMethodsCollector {
+            inner: HistogramCollector::new(
+                self.num_bins,
+                MethodRule::new(self.primary, self.percentile),
+            ),
+            percentile: self.percentile,
+        })
+    }
+}
+
+/// The collector of [`AllMethodsCalibrator`].
+struct AllMethodsCollector {
+    inner: HistogramCollector<MethodRule>,
+    percentile: f64,
+}
+
+impl RangeCollector for AllMethodsCollector {
+    fn observe(&mut self, values: &[f32]) -> Result<(), CalibError> {
+        self.inner.observe(values)
+    }
+
+    fn amax(&self) -> Result<f32, CalibError> {
+        self.inner.amax()
+    }
+
+    fn stats(&self) -> RangeStats {
+        self.inner.stats()
+    }
+
+    fn amax_for(&self, method: CalibMethod) -> Option<Result<f32, CalibError>> {
+        Some(
+            self.inner
+                .amax_with(&MethodRule::new(method, self.percentile)),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_test_support::Rng;
+
+    #[test]
+    fn every_candidate_equals_its_own_calibrator() {
+        let options = CalibOptions::default();
+        let mut rng = Rng::new(7);
+        // Heavy-tailed data in batches of different sizes, so the histogram regrows.
+        let batches: Vec<Vec<f32>> = (1..6)
+            .map(|b| {
+                (0..500 * b)
+                    .map(|_| {
+                        let x = rng.normal() as f32;
+                        x * x * x * b as f32
+                    })
+                    .collect()
+            })
+            .collect();
+        let all = AllMethodsCalibrator::new(CalibMethod::Mse, &options).unwrap();
+        let mut multi = all.collector();
+        for b in &batches {
+            multi.observe(b).unwrap();
+        }
+        for method in CalibMethod::ALL {
+            let amax = multi.amax_for(method).unwrap().unwrap();
+            let mut own = method.calibrator(&options).unwrap().collector();
+            for b in &batches {
+                own.observe(b).unwrap();
+            }
+            assert_eq!(amax, own.amax().unwrap(), "{method}");
+            if method == CalibMethod::Mse {
+                assert_eq!(multi.amax().unwrap(), amax, "the primary's range");
+            }
+        }
+    }
+}

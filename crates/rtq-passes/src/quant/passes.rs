@@ -1,0 +1,161 @@
+//! The precision transforms as [`Pass`]es, so the pass manager runs them like any
+//! other pass: verification between passes, `--dump-ir`, `--stop-after` and per-pass
+//! statistics apply to them too. Each applies its transform once (a second run changes
+//! nothing) and keeps the transform's summary for the report.
+
+use super::{apply_int8, convert_fp16, Fp16Options, Fp16Summary, Int8Plan, Int8Summary};
+use crate::{Pass, PassError};
+use rtq_ir::{Graph, ValueId};
+use std::collections::HashMap;
+
+/// Inserts INT8 Q/DQ nodes per a plan ([`super::plan_int8`]) with calibrated ranges
+/// ([`apply_int8`]).
+#[derive(Debug)]
+pub struct Int8QdqPass<'a> {
+    plan: &'a Int8Plan,
+    ranges: &'a HashMap<ValueId, f32>,
+    summary: Option<Int8Summary>,
+}
+
+impl<'a> Int8QdqPass<'a> {
+    /// Name of the pass.
+    pub const NAME: &'static str = "int8-qdq";
+
+    /// The pass for `plan`, with `ranges` giving each planned activation's amax.
+    pub fn new(plan: &'a Int8Plan, ranges: &'a HashMap<ValueId, f32>) -> Int8QdqPass<'a> {
+        Int8QdqPass {
+            plan,
+            ranges,
+            summary: None,
+        }
+    }
+
+    /// What the transform did, once the pass has run.
+    pub fn summary(&self) -> Option<&Int8Summary> {
+        self.summary.as_ref()
+    }
+}
+
+impl Pass for Int8QdqPass<'_> {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
+        if self.summary.is_some() {
+            return Ok(false);
+        }
+        let summary =
+            apply_int8(graph, self.plan, self.ranges).map_err(|source| PassError::Precision {
+                pass: Self::NAME,
+                source,
+            })?;
+        self.summary = Some(summary);
+        Ok(true)
+    }
+}
+
+/// Converts the graph to FP16 ([`convert_fp16`]).
+#[derive(Debug)]
+pub struct Fp16Pass {
+    options: Fp16Options,
+    summary: Option<Fp16Summary>,
+}
+
+impl Fp16Pass {
+    /// Name of the pass.
+    pub const NAME: &'static str = "fp16";
+
+    /// The pass with the transform's options.
+    pub fn new(options: Fp16Options) -> Fp16Pass {
+        Fp16Pass {
+            options,
+            summary: None,
+        }
+    }
+
+    /// What the transform did, once the pass has run.
+    pub fn summary(&self) -> Option<&Fp16Summary> {
+        self.summary.as_ref()
+    }
+}
+
+impl Pass for Fp16Pass {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
+        if self.summary.is_some() {
+            return Ok(false);
+        }
+        let summary =
+            convert_fp16(graph, &self.options).map_err(|source| PassError::Precision {
+                pass: Self::NAME,
+                source,
+            })?;
+        self.summary = Some(summary);
+        Ok(true)
+    }
+}
+
+/// Names of the precision passes, for validating `--stop-after`.
+pub const PRECISION_PASS_NAMES: &[&str] = &[Int8QdqPass::NAME, Fp16Pass::NAME];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PassManager;
+    use rtq_ir::{DType, Dim, Tensor};
+    use std::collections::BTreeMap;
+
+    /// x -> Conv(w) -> y
+    fn conv_graph() -> (Graph, ValueId) {
+        let mut g = Graph::new("g", 13);
+        let shape = vec![Dim::Known(1), Dim::Known(1), Dim::Known(2), Dim::Known(2)];
+        let x = g.add_input("x", DType::F32, shape.clone());
+        let w = g.add_constant("w", Tensor::from_f32(vec![1, 1, 1, 1], vec![0.5]));
+        let y = g.add_value("y", Some(DType::F32), Some(shape));
+        g.add_node(
+            "conv",
+            "Conv",
+            vec![Some(x), Some(w)],
+            vec![y],
+            BTreeMap::new(),
+        );
+        g.outputs.push(y);
+        (g, x)
+    }
+
+    #[test]
+    fn int8_pass_runs_once_under_the_manager_and_keeps_its_summary() {
+        let (mut g, x) = conv_graph();
+        let plan = super::super::plan_int8(&g, &Default::default()).unwrap();
+        let ranges = HashMap::from([(x, 2.0)]);
+        let mut pass = Int8QdqPass::new(&plan, &ranges);
+        let mut manager = PassManager::new();
+        manager.add(Box::new(&mut pass)).verify_each(true);
+        let stats = manager.run(&mut g).unwrap();
+        // Changed once, then a fixed point.
+        assert_eq!((stats.entries[0].runs, stats.entries[0].changes), (2, 1));
+        drop(manager);
+        let summary = pass.summary().unwrap();
+        assert_eq!((summary.activation_qdq, summary.weight_qdq), (1, 1));
+    }
+
+    #[test]
+    fn precision_errors_name_the_pass_and_tensor() {
+        let (mut g, _) = conv_graph();
+        let plan = super::super::plan_int8(&g, &Default::default()).unwrap();
+        let ranges = HashMap::new();
+        let err = Int8QdqPass::new(&plan, &ranges).run(&mut g).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "pass `int8-qdq`: tensor `x` is quantized but has no calibration range"
+        );
+        let mut fp16 = Fp16Pass::new(Fp16Options::default());
+        let (mut g, _) = conv_graph();
+        assert!(fp16.run(&mut g).unwrap() && !fp16.run(&mut g).unwrap());
+        assert!(fp16.summary().unwrap().fp16_nodes > 0);
+    }
+}

@@ -1,0 +1,235 @@
+//! The calibration stage: the calibration files split into calibration and held-out
+//! sets, ranges observed on the former (every float activation: the Q/DQ plan needs a
+//! subset, the TensorRT cache wants them all), and the cache.
+
+use super::{Build, Flow, Optimized, Precision, Stage};
+use crate::calibrate::{calibrate, CalibrationResult};
+use anyhow::{bail, Context, Result};
+use rtq_calib::{AllMethodsCalibrator, CalibMethod, CalibrationCache, CalibrationSet};
+use rtq_emit::TensorRange;
+use rtq_ir::{DType, Graph, QuantParams, ScaleFormat, ValueId};
+use rtq_passes::quant::{plan_int8, Int8Plan};
+
+/// The calibration data of a build and what was observed on it.
+pub struct Calibrated {
+    /// The calibration files; `None` when the build was given none.
+    pub set: Option<CalibrationSet>,
+    /// Indices of the files ranges were calibrated on.
+    pub calib_files: Vec<usize>,
+    /// Indices of the files held out for the accuracy check.
+    pub held_out: Vec<usize>,
+    /// The method whose ranges `result.ranges` holds.
+    pub method: CalibMethod,
+    /// Ranges and statistics observed; `None` when nothing was calibrated.
+    pub result: Option<CalibrationResult>,
+    /// What the INT8 transform will quantize (INT8 builds).
+    pub plan: Option<Int8Plan>,
+}
+
+/// Splits the files of a calibration set into (calibration, held-out) index lists.
+pub fn split_files(
+    total: usize,
+    holdout: Option<usize>,
+    max_calib: Option<usize>,
+) -> (Vec<usize>, Vec<usize>) {
+    let held = holdout.unwrap_or_else(|| {
+        if total >= 2 {
+            (total / 5).clamp(1, 16)
+        } else {
+            0
+        }
+    });
+    let held = held.min(total.saturating_sub(1));
+    let calib_end = total - held;
+    let mut calib: Vec<usize> = (0..calib_end).collect();
+    if let Some(m) = max_calib {
+        calib.truncate(m);
+    }
+    (calib, (calib_end..total).collect())
+}
+
+/// Every float activation of `graph` (graph inputs and node outputs), in topological order.
+pub fn float_activations(graph: &Graph) -> Vec<ValueId> {
+    let mut out: Vec<ValueId> = graph
+        .inputs
+        .iter()
+        .copied()
+        .filter(|&v| graph.value(v).dtype == Some(DType::F32))
+        .collect();
+    for id in graph.topo_order().unwrap_or_default() {
+        for &o in &graph.node(id).outputs {
+            if graph.value(o).dtype == Some(DType::F32) && graph.value(o).constant.is_none() {
+                out.push(o);
+            }
+        }
+    }
+    out
+}
+
+impl Build<'_> {
+    /// The format the INT8 scales are stored in: FP16 in mixed builds, whose FP16
+    /// conversion then stores them without rounding.
+    pub(super) fn scale_format(&self) -> ScaleFormat {
+        match self.opts.precision() {
+            Precision::Int8Fp16 => ScaleFormat::F16,
+            _ => ScaleFormat::F32,
+        }
+    }
+
+    /// Opens the calibration data and observes ranges: the build's calibrator for INT8,
+    /// the largest magnitudes (for FP16's overflow guard) for FP16.
+    pub fn calibrate(&mut self, optimized: &Optimized) -> Result<Flow<Calibrated>> {
+        let opts = self.opts;
+        let Some(dir) = &opts.calib_dir else {
+            return Ok(Flow::Next(Calibrated {
+                set: None,
+                calib_files: Vec::new(),
+                held_out: Vec::new(),
+                method: opts.calib_method,
+                result: None,
+                plan: None,
+            }));
+        };
+        let set = CalibrationSet::open(dir, &opts.data)
+            .with_context(|| format!("reading calibration data in {}", dir.display()))?;
+        if let Some(n) = opts.holdout.filter(|&n| n > 0 && n >= set.len()) {
+            bail!(
+                "--holdout {n}: {} has only {} calibration file(s), and at least one must be left \
+                 for calibration",
+                set.dir().display(),
+                set.len()
+            );
+        }
+        let (calib_files, held_out) = split_files(set.len(), opts.holdout, opts.max_calib_files);
+        if calib_files.is_empty() {
+            bail!(
+                "{}: no calibration files left after holding out {} for evaluation",
+                set.dir().display(),
+                held_out.len()
+            );
+        }
+        let graph = &optimized.graph;
+        let precision = opts.precision();
+        let plan = if precision.is_int8() {
+            let mut int8_opts = opts.int8_opts.clone();
+            int8_opts.scale_format = self.scale_format();
+            Some(plan_int8(graph, &int8_opts).context("planning INT8 quantization")?)
+        } else if precision.has_fp16() {
+            None
+        } else {
+            // An FP32 build does not use calibration data.
+            return Ok(Flow::Next(Calibrated {
+                set: Some(set),
+                calib_files,
+                held_out,
+                method: opts.calib_method,
+                result: None,
+                plan: None,
+            }));
+        };
+        let method = if precision.is_int8() {
+            opts.calib_method
+        } else {
+            CalibMethod::Max
+        };
+        // The method search compares every method's ranges: collect them all at once.
+        let calibrator: Box<dyn rtq_calib::Calibrator> =
+            if opts.method_search && precision.is_int8() {
+                Box::new(AllMethodsCalibrator::new(method, &opts.calib)?)
+            } else {
+                method.calibrator(&opts.calib)?
+            };
+        let targets = float_activations(graph);
+        let result = calibrate(
+            graph,
+            &set,
+            &calib_files,
+            &targets,
+            calibrator.as_ref(),
+            opts.progress,
+        )?;
+        self.lap(if precision.is_int8() {
+            "calibrate"
+        } else {
+            "observe-ranges"
+        });
+        let mut files = Vec::new();
+        if precision.is_int8() {
+            self.report.ranges = self.tensor_ranges(graph, &result);
+            files.push(self.cache_file(graph, &result)?);
+        }
+        if opts.stops_after(Stage::Calibrate) {
+            self.report.graph.nodes_out = graph.node_count();
+            return self
+                .stop(graph, "_optimized", files)
+                .map(|out| Flow::Stop(Box::new(out)));
+        }
+        self.files = files;
+        Ok(Flow::Next(Calibrated {
+            set: Some(set),
+            calib_files,
+            held_out,
+            method,
+            result: Some(result),
+            plan,
+        }))
+    }
+
+    /// The report's per-tensor ranges, with the scale as the graph stores it.
+    pub(super) fn tensor_ranges(
+        &self,
+        graph: &Graph,
+        result: &CalibrationResult,
+    ) -> Vec<TensorRange> {
+        let format = self.scale_format();
+        result
+            .stats
+            .iter()
+            .map(|(v, stats)| {
+                let value = graph.value(*v);
+                let amax = result.ranges[v];
+                TensorRange {
+                    tensor: value.name.clone(),
+                    producer: value
+                        .producer
+                        .map_or("input".to_string(), |(n, _)| graph.node(n).op_type.clone()),
+                    min: stats.min,
+                    max: stats.max,
+                    absmax: stats.absmax,
+                    amax,
+                    scale: QuantParams::int8(amax).stored_scale(format),
+                }
+            })
+            .collect()
+    }
+
+    /// The TensorRT calibration cache of every observed tensor.
+    pub(super) fn cache_file(
+        &self,
+        graph: &Graph,
+        result: &CalibrationResult,
+    ) -> Result<(String, Vec<u8>)> {
+        let mut cache = CalibrationCache::for_trt_version(&self.opts.trt_version)?;
+        for (v, _) in &result.stats {
+            cache.push(&graph.value(*v).name, QuantParams::int8(result.ranges[v]));
+        }
+        let text = cache.to_text().context("writing the calibration cache")?;
+        Ok((
+            format!("{}_calibration.cache", self.stem),
+            text.into_bytes(),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holdout_split() {
+        assert_eq!(split_files(10, None, None), ((0..8).collect(), vec![8, 9]));
+        assert_eq!(split_files(1, None, None), (vec![0], vec![]));
+        assert_eq!(split_files(5, Some(10), None), (vec![0], vec![1, 2, 3, 4]));
+        assert_eq!(split_files(10, Some(0), Some(3)), (vec![0, 1, 2], vec![]));
+    }
+}

@@ -1,0 +1,285 @@
+//! What a compile is asked to do: [`CompileOptions`], with the build's [`Precision`] and
+//! where `--stop-after` stops ([`StopAfter`]), both parsed once from the command line.
+
+use anyhow::{bail, Result};
+use rtq_calib::{CalibMethod, CalibOptions, DataOptions};
+use rtq_passes::quant::{Int8Options, NodeFilter, PRECISION_PASS_NAMES};
+use rtq_passes::OptimizeOptions;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// The numeric precision of a build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// Optimised FP32 (no precision transform).
+    Fp32,
+    /// FP16 conversion.
+    Fp16,
+    /// INT8 Q/DQ with FP32 everywhere else.
+    Int8,
+    /// INT8 Q/DQ with FP16 everywhere else (Q/DQ scales included).
+    Int8Fp16,
+}
+
+impl Precision {
+    /// The precision `--int8` / `--fp16` ask for.
+    pub fn from_flags(int8: bool, fp16: bool) -> Precision {
+        match (int8, fp16) {
+            (false, false) => Precision::Fp32,
+            (false, true) => Precision::Fp16,
+            (true, false) => Precision::Int8,
+            (true, true) => Precision::Int8Fp16,
+        }
+    }
+
+    /// Name in reports and model metadata (`fp32`, `fp16`, `int8`, `int8+fp16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Fp16 => "fp16",
+            Precision::Int8 => "int8",
+            Precision::Int8Fp16 => "int8+fp16",
+        }
+    }
+
+    /// Suffix of the emitted model's file name (`model_int8.onnx`).
+    pub fn file_suffix(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "_opt",
+            Precision::Fp16 => "_fp16",
+            Precision::Int8 => "_int8",
+            Precision::Int8Fp16 => "_int8_fp16",
+        }
+    }
+
+    /// Whether the build inserts INT8 Q/DQ (and so needs calibration data).
+    pub fn is_int8(self) -> bool {
+        matches!(self, Precision::Int8 | Precision::Int8Fp16)
+    }
+
+    /// Whether the build converts to FP16.
+    pub fn has_fp16(self) -> bool {
+        matches!(self, Precision::Fp16 | Precision::Int8Fp16)
+    }
+}
+
+/// The stages of a compile, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// ONNX decoded into the IR.
+    Load,
+    /// The optimisation passes.
+    Optimize,
+    /// Ranges observed on the calibration data.
+    Calibrate,
+    /// The precision transforms (INT8 Q/DQ, FP16).
+    Quantize,
+}
+
+impl Stage {
+    /// Every stage, in pipeline order.
+    pub const ALL: [Stage; 4] = [
+        Stage::Load,
+        Stage::Optimize,
+        Stage::Calibrate,
+        Stage::Quantize,
+    ];
+
+    /// The stage's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Load => "load",
+            Stage::Optimize => "optimize",
+            Stage::Calibrate => "calibrate",
+            Stage::Quantize => "quantize",
+        }
+    }
+}
+
+/// Where `--stop-after` stops: after a stage, or after the first run of a named pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopAfter {
+    /// After a stage.
+    Stage(Stage),
+    /// After a pass (optimisation or precision).
+    Pass(&'static str),
+}
+
+impl FromStr for StopAfter {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<StopAfter, String> {
+        if let Some(stage) = Stage::ALL.into_iter().find(|s| s.name() == name) {
+            return Ok(StopAfter::Stage(stage));
+        }
+        let passes = rtq_passes::PASS_NAMES.iter().chain(PRECISION_PASS_NAMES);
+        if let Some(pass) = passes.clone().find(|p| **p == name) {
+            return Ok(StopAfter::Pass(pass));
+        }
+        let stages: Vec<&str> = Stage::ALL.iter().map(|s| s.name()).collect();
+        let passes: Vec<&str> = passes.copied().collect();
+        Err(format!(
+            "`{name}` is not a stage ({}) or pass ({})",
+            stages.join(", "),
+            passes.join(", ")
+        ))
+    }
+}
+
+impl StopAfter {
+    /// Fails when this build never reaches the stop: a stage or pass it does not run.
+    pub fn check(self, opts: &CompileOptions) -> Result<()> {
+        let precision = opts.precision();
+        let reason = match self {
+            StopAfter::Stage(Stage::Calibrate) if opts.calib_dir.is_none() => {
+                "this build calibrates nothing (no --calib)"
+            }
+            StopAfter::Stage(Stage::Quantize) if precision == Precision::Fp32 => {
+                "an FP32 build has no precision transform (add --int8 or --fp16)"
+            }
+            StopAfter::Pass(rtq_passes::quant::Int8QdqPass::NAME) if !precision.is_int8() => {
+                "this build inserts no INT8 Q/DQ (add --int8)"
+            }
+            StopAfter::Pass(rtq_passes::quant::Fp16Pass::NAME) if !precision.has_fp16() => {
+                "this build converts nothing to FP16 (add --fp16)"
+            }
+            StopAfter::Pass(pass) if opts.optimize.is_disabled(pass) => "that pass is disabled",
+            _ => return Ok(()),
+        };
+        bail!("--stop-after {}: {reason}", self.name())
+    }
+
+    /// The stage or pass name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopAfter::Stage(stage) => stage.name(),
+            StopAfter::Pass(pass) => pass,
+        }
+    }
+}
+
+/// Everything `rtq compile` needs to know.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// Source model.
+    pub model: PathBuf,
+    /// Output directory.
+    pub out_dir: PathBuf,
+    /// Convert to FP16.
+    pub fp16: bool,
+    /// Quantize to INT8 (needs calibration data).
+    pub int8: bool,
+    /// Calibration data directory.
+    pub calib_dir: Option<PathBuf>,
+    /// Calibration method (the first one tried, with `method_search`).
+    pub calib_method: CalibMethod,
+    /// When an INT8 build misses `accuracy_target`, compare every method's ranges
+    /// (from the same statistics) and keep the best (`--calib-method auto`).
+    pub method_search: bool,
+    /// The agreement with FP32 the build must keep on the held-out files.
+    pub accuracy_target: rtq_emit::AccuracyTarget,
+    /// Fail (after writing the outputs) when the target is missed.
+    pub strict_accuracy: bool,
+    /// Calibrator options.
+    pub calib: CalibOptions,
+    /// How calibration files are read.
+    pub data: DataOptions,
+    /// At most this many files for calibration (after the held-out ones).
+    pub max_calib_files: Option<usize>,
+    /// Files held out for the accuracy check (`None` = 20%, at most 16).
+    pub holdout: Option<usize>,
+    /// INT8 placement options.
+    pub int8_opts: Int8Options,
+    /// Nodes kept in FP32 by the FP16 pass.
+    pub fp16_exclude: NodeFilter,
+    /// Keep FP32 graph inputs/outputs in FP16 builds.
+    pub fp16_keep_io: bool,
+    /// Optimisation options (disabled passes, verification).
+    pub optimize: OptimizeOptions,
+    /// TensorRT version written in the calibration cache header (e.g. `10.1.0`).
+    pub trt_version: String,
+    /// Print the IR after every pass to stderr.
+    pub dump_ir: bool,
+    /// Stop after this pass or stage and write the graph as it is then.
+    pub stop_after: Option<StopAfter>,
+    /// Show progress bars.
+    pub progress: bool,
+}
+
+impl CompileOptions {
+    /// The build's precision.
+    pub fn precision(&self) -> Precision {
+        Precision::from_flags(self.int8, self.fp16)
+    }
+
+    /// Fails on option combinations that cannot work, before any work is done.
+    pub fn validate(&self) -> Result<()> {
+        if self.int8 && self.calib_dir.is_none() {
+            bail!("--int8 needs calibration data: pass --calib DIR");
+        }
+        let unknown = self.optimize.unknown_disabled();
+        if !unknown.is_empty() {
+            bail!(
+                "--disable-pass: unknown pass {} (passes: {})",
+                unknown.join(", "),
+                rtq_passes::PASS_NAMES.join(", ")
+            );
+        }
+        rtq_calib::trt_version_tag(&self.trt_version)?;
+        if self.strict_accuracy && self.precision() == Precision::Fp32 {
+            bail!(
+                "--strict-accuracy: an FP32 build has no accuracy to check (add --int8 or --fp16)"
+            );
+        }
+        match self.stop_after {
+            Some(stop) => stop.check(self),
+            None => Ok(()),
+        }
+    }
+
+    /// The model file's stem, which names the outputs.
+    pub fn stem(&self) -> String {
+        self.model
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("model")
+            .to_string()
+    }
+
+    /// Whether `--stop-after` names `stage`.
+    pub fn stops_after(&self, stage: Stage) -> bool {
+        self.stop_after == Some(StopAfter::Stage(stage))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precision_follows_the_flags() {
+        assert_eq!(Precision::from_flags(false, false), Precision::Fp32);
+        assert_eq!(Precision::from_flags(true, true).name(), "int8+fp16");
+        assert_eq!(
+            Precision::from_flags(true, true).file_suffix(),
+            "_int8_fp16"
+        );
+        assert!(Precision::Int8Fp16.is_int8() && Precision::Int8Fp16.has_fp16());
+        assert!(!Precision::Fp16.is_int8() && !Precision::Int8.has_fp16());
+    }
+
+    #[test]
+    fn stop_after_parses_stages_and_passes() {
+        assert_eq!("load".parse(), Ok(StopAfter::Stage(Stage::Load)));
+        assert_eq!("quantize".parse(), Ok(StopAfter::Stage(Stage::Quantize)));
+        assert_eq!(
+            "fold-batch-norm".parse(),
+            Ok(StopAfter::Pass("fold-batch-norm"))
+        );
+        assert_eq!("int8-qdq".parse(), Ok(StopAfter::Pass("int8-qdq")));
+        let err = "fold-bn".parse::<StopAfter>().unwrap_err();
+        assert!(
+            err.contains("calibrate") && err.contains("fold-batch-norm") && err.contains("fp16")
+        );
+    }
+}

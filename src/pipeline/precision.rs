@@ -1,0 +1,101 @@
+//! The precision stage: INT8 Q/DQ insertion and FP16 conversion, run as passes (so
+//! `--dump-ir`, `--verify-each`, `--stop-after <pass>` and per-pass statistics apply),
+//! then shape inference and verification of the result.
+
+use super::passes::{run_passes, Iterations};
+use super::{Build, Calibrated, Flow, Optimized, Stage};
+use anyhow::{Context, Result};
+use rtq_calib::RangeStats;
+use rtq_emit::QuantSummary;
+use rtq_ir::{Graph, ValueId};
+use rtq_passes::quant::{Fp16Options, Fp16Pass, Int8QdqPass};
+use rtq_passes::{InferShapes, Pass};
+
+/// The model in its target precision, with the FP32 reference it came from.
+pub struct Transformed {
+    /// The FP32 (optimised) graph.
+    pub reference: Optimized,
+    /// The graph in the build's precision.
+    pub graph: Graph,
+    /// The calibration data and what was observed on it.
+    pub calibrated: Calibrated,
+}
+
+impl Build<'_> {
+    /// Applies the build's precision transforms to a copy of the optimised graph.
+    pub fn transform(
+        &mut self,
+        optimized: Optimized,
+        calibrated: Calibrated,
+    ) -> Result<Flow<Transformed>> {
+        let precision = self.opts.precision();
+        let mut graph = optimized.graph.clone();
+        let observed = calibrated.result.as_ref().map_or(&[][..], |r| &r.stats[..]);
+        let mut int8 = match (&calibrated.plan, &calibrated.result) {
+            (Some(plan), Some(result)) => Some(Int8QdqPass::new(plan, &result.ranges)),
+            _ => None,
+        };
+        let mut fp16 = precision
+            .has_fp16()
+            .then(|| Fp16Pass::new(self.fp16_options(observed)));
+        let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
+        if let Some(pass) = int8.as_mut() {
+            passes.push(Box::new(pass));
+        }
+        if let Some(pass) = fp16.as_mut() {
+            passes.push(Box::new(pass));
+        }
+        passes.push(Box::new(InferShapes));
+        let stats = run_passes(&mut graph, passes, Iterations::Once, self.opts)
+            .with_context(|| format!("converting to {}", precision.name()))?;
+        self.report.passes["precision"] = serde_json::to_value(&stats)?;
+        let last_ran = stats.stopped_after.clone();
+        if let (Some(pass), Some(result)) = (int8.as_ref(), calibrated.result.as_ref()) {
+            let summary = pass.summary().expect("the INT8 pass runs first");
+            self.report.quantization = Some(QuantSummary {
+                method: calibrated.method.name().to_string(),
+                samples: result.samples,
+                quantized_nodes: summary.quantized_nodes,
+                activation_qdq: summary.activation_qdq,
+                weight_qdq: summary.weight_qdq,
+                skipped: summary.skipped.clone(),
+            });
+            self.report.precision = "int8".into();
+        }
+        if let Some(summary) = fp16.as_ref().and_then(Fp16Pass::summary) {
+            self.report.passes["fp16"] = serde_json::to_value(summary)?;
+            self.report.precision = precision.name().into();
+        }
+        self.lap("quantize");
+        if self.opts.stops_after(Stage::Quantize) || last_ran.is_some() {
+            self.report.graph.nodes_out = graph.node_count();
+            let suffix = match last_ran.as_deref() {
+                Some(Int8QdqPass::NAME) => "_int8",
+                _ => precision.file_suffix(),
+            };
+            let files = std::mem::take(&mut self.files);
+            return self
+                .stop(&graph, suffix, files)
+                .map(|out| Flow::Stop(Box::new(out)));
+        }
+        rtq_ir::verify(&graph).context("verifying the final graph")?;
+        Ok(Flow::Next(Transformed {
+            reference: optimized,
+            graph,
+            calibrated,
+        }))
+    }
+
+    /// The FP16 transform's options: the CLI's exclusions and interface choice, the
+    /// largest |x| each activation reached on the calibration data (empty when none ran)
+    /// and whether Q/DQ go to FP16 too (mixed INT8/FP16 builds).
+    fn fp16_options(&self, observed: &[(ValueId, RangeStats)]) -> Fp16Options {
+        Fp16Options {
+            exclude: self.opts.fp16_exclude.clone(),
+            keep_io_types: self.opts.fp16_keep_io,
+            observed_absmax: observed.iter().map(|(v, s)| (*v, s.absmax)).collect(),
+            half_qdq: self.opts.precision().is_int8(),
+            ..Default::default()
+        }
+    }
+}

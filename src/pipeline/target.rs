@@ -1,0 +1,198 @@
+//! The accuracy stage after the precision transforms: the build is judged against
+//! its target on the held-out files, and never passes silently. An INT8 build that
+//! misses it (with `--calib-method auto`) is rebuilt with the calibration method whose
+//! ranges — taken from the statistics already collected, no new calibration pass —
+//! agree best with FP32 on calibration samples; the held-out files then judge the
+//! result. A miss that remains is a warning (an error with `--strict-accuracy`).
+
+use super::{Build, Flow, Precision, Transformed};
+use crate::accuracy::evaluate;
+use anyhow::{Context, Result};
+use rtq_calib::CalibMethod;
+use rtq_emit::{AccuracyCheck, AccuracyReport, MethodTrial};
+use rtq_ir::ValueId;
+use rtq_passes::quant::Int8QdqPass;
+use rtq_passes::{InferShapes, Pass};
+use std::collections::{BTreeMap, HashMap};
+
+/// At most this many calibration files judge the methods against each other.
+const SEARCH_FILES: usize = 8;
+
+impl Build<'_> {
+    /// Judges the build against the accuracy target, searching for a better method
+    /// where allowed; records the verdict (and any warning) in the report.
+    pub fn meet_target(&mut self, transformed: Transformed) -> Result<Transformed> {
+        let precision = self.opts.precision();
+        if precision == Precision::Fp32 {
+            return Ok(transformed);
+        }
+        let Some(accuracy) = self.report.accuracy.last().cloned() else {
+            let why = match &transformed.calibrated.set {
+                None => "no calibration data (--calib DIR) to check it on".to_string(),
+                Some(_) if self.opts.holdout == Some(0) => "--holdout 0".to_string(),
+                Some(set) => format!(
+                    "{} calibration file(s): none left to hold out (pass more files or --holdout)",
+                    set.len()
+                ),
+            };
+            self.report.warnings.push(format!(
+                "the {} model's accuracy was not checked: {why}",
+                precision.name()
+            ));
+            return Ok(transformed);
+        };
+        let target = self.opts.accuracy_target;
+        let mut check = AccuracyCheck {
+            target,
+            misses: target.misses(&accuracy),
+            method: precision
+                .is_int8()
+                .then(|| transformed.calibrated.method.name().to_string()),
+            ..Default::default()
+        };
+        let mut transformed = transformed;
+        let searchable = precision.is_int8()
+            && self.opts.method_search
+            && transformed
+                .calibrated
+                .result
+                .as_ref()
+                .is_some_and(|r| r.has_all_methods());
+        if !check.misses.is_empty() && searchable {
+            let mut candidates = all_ranges(&mut transformed)?;
+            let (trials, best) = self.compare_methods(&transformed, &candidates)?;
+            self.lap("method-search");
+            check.method_search = trials;
+            if best != transformed.calibrated.method {
+                let ranges = candidates.remove(&best).expect("a compared method");
+                transformed = self.rebuild_with(transformed, best, ranges)?;
+                let accuracy = self.report.accuracy.last().expect("re-evaluated");
+                check.misses = target.misses(accuracy);
+                check.method = Some(best.name().to_string());
+            }
+        }
+        check.met = check.misses.is_empty();
+        if !check.met {
+            self.report.warnings.push(format!(
+                "the {} model misses the accuracy target on {} held-out samples: {}",
+                precision.name(),
+                accuracy.samples,
+                check.misses.join("; ")
+            ));
+        }
+        self.report.accuracy_check = Some(check);
+        Ok(transformed)
+    }
+
+    /// Every method's ranges applied to the FP32 graph and judged on calibration
+    /// samples; returns the trials and the best method (the current one on a tie).
+    fn compare_methods(
+        &self,
+        transformed: &Transformed,
+        candidates: &BTreeMap<CalibMethod, HashMap<ValueId, f32>>,
+    ) -> Result<(Vec<MethodTrial>, CalibMethod)> {
+        let calibrated = &transformed.calibrated;
+        let (Some(set), Some(plan)) = (&calibrated.set, &calibrated.plan) else {
+            unreachable!("an INT8 build has calibration data, ranges and a plan");
+        };
+        let files =
+            &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(SEARCH_FILES)..];
+        let target = self.opts.accuracy_target;
+        let mut trials = Vec::new();
+        let mut best = (calibrated.method, f64::NEG_INFINITY);
+        // The current method first, so that it wins ties.
+        let order = std::iter::once(calibrated.method).chain(
+            CalibMethod::ALL
+                .into_iter()
+                .filter(|m| *m != calibrated.method),
+        );
+        for method in order {
+            let ranges = &candidates[&method];
+            let mut graph = transformed.reference.graph.clone();
+            let mut int8 = Int8QdqPass::new(plan, ranges);
+            int8.run(&mut graph)
+                .and_then(|_| InferShapes.run(&mut graph))
+                .with_context(|| format!("quantizing with the {method} ranges"))?;
+            let report = evaluate(
+                &transformed.reference.graph,
+                &graph,
+                set,
+                files,
+                method.name(),
+            )?;
+            let trial = trial(method, &report, target.margin(&report));
+            if trial.margin > best.1 {
+                best = (method, trial.margin);
+            }
+            trials.push(trial);
+        }
+        Ok((trials, best.0))
+    }
+
+    /// The build again with `method`'s ranges: Q/DQ, cache, report ranges and the
+    /// held-out accuracy all follow them.
+    fn rebuild_with(
+        &mut self,
+        transformed: Transformed,
+        method: CalibMethod,
+        ranges: HashMap<ValueId, f32>,
+    ) -> Result<Transformed> {
+        let Transformed {
+            reference,
+            mut calibrated,
+            ..
+        } = transformed;
+        let result = calibrated.result.as_mut().expect("INT8 builds calibrate");
+        result.ranges = ranges;
+        calibrated.method = method;
+        let result = calibrated.result.as_ref().expect("INT8 builds calibrate");
+        self.report.ranges = self.tensor_ranges(&reference.graph, result);
+        self.files = vec![self.cache_file(&reference.graph, result)?];
+        let Flow::Next(rebuilt) = self.transform(reference, calibrated)? else {
+            unreachable!("--stop-after stops before the accuracy stage");
+        };
+        self.report.accuracy.clear();
+        self.evaluate(&rebuilt)?;
+        Ok(rebuilt)
+    }
+}
+
+/// Every method's ranges from the statistics the calibration kept.
+fn all_ranges(
+    transformed: &mut Transformed,
+) -> Result<BTreeMap<CalibMethod, HashMap<ValueId, f32>>> {
+    let graph = &transformed.reference.graph;
+    let result = transformed
+        .calibrated
+        .result
+        .as_mut()
+        .expect("INT8 builds calibrate");
+    CalibMethod::ALL
+        .into_iter()
+        .map(|method| {
+            let ranges = result
+                .ranges_for(graph, method)
+                .expect("checked: every method's statistics were kept")?;
+            Ok((method, ranges))
+        })
+        .collect()
+}
+
+/// The search's record of one method.
+fn trial(method: CalibMethod, report: &AccuracyReport, margin: f64) -> MethodTrial {
+    MethodTrial {
+        method: method.name().to_string(),
+        samples: report.samples,
+        margin,
+        cosine_mean: report
+            .outputs
+            .iter()
+            .map(|o| o.cosine_mean)
+            .fold(f64::INFINITY, f64::min),
+        top1_agreement: report
+            .outputs
+            .iter()
+            .filter_map(|o| o.top1_agreement)
+            .reduce(f64::min),
+    }
+}

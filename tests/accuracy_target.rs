@@ -1,0 +1,201 @@
+//! A build never passes silently: it is judged against its accuracy target on the
+//! held-out files, a miss is a warning (an error with --strict-accuracy), and the
+//! default `--calib-method auto` recovers from a calibration method that breaks the
+//! model. The model here is made to break entropy calibration: rare large spikes
+//! carry most of its signal, and KL thresholds clip them.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+
+const SPIKY: &str = r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+rng = np.random.default_rng(3)
+w = (rng.standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32)
+g = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv")], "spiky",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 16, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])],
+    [numpy_helper.from_array(w, "w")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
+for i in range(20):
+    x = rng.normal(0, 0.01, (1, 4, 16, 16)).astype(np.float32)
+    spikes = rng.random(x.shape) < 0.02
+    x[spikes] = rng.uniform(2, 10, spikes.sum()) * rng.choice([-1, 1], spikes.sum())
+    np.save(f"{CALIB}/s{i:02d}.npy", x)
+"#;
+
+fn compile(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "compile",
+        model.to_str().unwrap(),
+        "--int8",
+        "--calib",
+        calib.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    rtq(&args)
+}
+
+fn report(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+}
+
+/// Mean cosine of the INT8 model against FP32 on the last 4 files, in onnxruntime.
+fn ort_cosine(fp32: &Path, int8: &Path, calib: &Path) -> f64 {
+    let code = format!(
+        r#"
+import glob, numpy as np, onnxruntime as ort
+files = sorted(glob.glob(r"{calib}/*.npy"))[-4:]
+a = ort.InferenceSession(r"{fp32}", providers=["CPUExecutionProvider"])
+b = ort.InferenceSession(r"{int8}", providers=["CPUExecutionProvider"])
+cos = []
+for f in files:
+    x = np.load(f)
+    ya, yb = a.run(None, {{"x": x}})[0].ravel(), b.run(None, {{"x": x}})[0].ravel()
+    cos.append(float(ya @ yb / (np.linalg.norm(ya) * np.linalg.norm(yb))))
+print(np.mean(cos))
+"#,
+        calib = calib.display(),
+        fp32 = fp32.display(),
+        int8 = int8.display()
+    );
+    python_inline(&code).trim().parse().unwrap()
+}
+
+#[test]
+fn a_missed_target_is_said_out_loud_and_strict_fails_after_writing() {
+    if skip_python() {
+        return;
+    }
+    let (_dir, model, calib) = python_model("spiky.onnx", SPIKY);
+    let out = tempfile::tempdir().unwrap();
+    let run = compile(&model, &calib, out.path(), &["--calib-method", "entropy"]);
+    assert!(run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("warning:") && stderr.contains("misses the accuracy target"),
+        "{stderr}"
+    );
+    let check = &report(out.path())["accuracy_check"];
+    assert_eq!(check["met"], false, "{check}");
+    assert!(check["misses"][0].as_str().unwrap().contains("cosine mean"));
+    assert_eq!(
+        check["method_search"].as_array().unwrap().len(),
+        0,
+        "entropy asked for: no search"
+    );
+    // The held-out verdict agrees with onnxruntime's reading of the model.
+    let int8 = out.path().join("spiky_int8.onnx");
+    assert!(ort_cosine(&model, &int8, &calib) < 0.99);
+
+    let strict = tempfile::tempdir().unwrap();
+    let run = compile(
+        &model,
+        &calib,
+        strict.path(),
+        &["--calib-method", "entropy", "--strict-accuracy"],
+    );
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("--strict-accuracy") && stderr.contains("cosine mean"),
+        "{stderr}"
+    );
+    assert!(
+        strict.path().join("spiky_int8.onnx").is_file(),
+        "the best model is written"
+    );
+    assert!(strict.path().join("report.json").is_file());
+}
+
+#[test]
+fn auto_recovers_with_the_method_that_holds_the_target() {
+    if skip_python() {
+        return;
+    }
+    let (_dir, model, calib) = python_model("spiky.onnx", SPIKY);
+    let entropy = tempfile::tempdir().unwrap();
+    assert!(compile(
+        &model,
+        &calib,
+        entropy.path(),
+        &["--calib-method", "entropy"]
+    )
+    .status
+    .success());
+    let auto = tempfile::tempdir().unwrap();
+    let run = compile(&model, &calib, auto.path(), &["--strict-accuracy"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report = report(auto.path());
+    let check = &report["accuracy_check"];
+    assert_eq!(check["met"], true, "{check}");
+    let trials = check["method_search"].as_array().unwrap();
+    let names: Vec<&str> = trials
+        .iter()
+        .map(|t| t["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["entropy", "max", "percentile", "mse"]);
+    let chosen = check["method"].as_str().unwrap();
+    assert_ne!(chosen, "entropy");
+    assert_eq!(report["quantization"]["method"], chosen);
+    // The chosen method's trial has the best margin.
+    let margin = |name: &str| {
+        trials.iter().find(|t| t["method"] == name).unwrap()["margin"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(names.iter().all(|n| margin(n) <= margin(chosen)));
+    // The model and cache follow the chosen ranges; onnxruntime confirms the accuracy.
+    let cache = |dir: &Path| std::fs::read(dir.join("spiky_calibration.cache")).unwrap();
+    assert_ne!(cache(auto.path()), cache(entropy.path()));
+    assert!(ort_cosine(&model, &auto.path().join("spiky_int8.onnx"), &calib) > 0.99);
+}
+
+#[test]
+fn skipped_checks_are_said_and_impossible_holdouts_refused() {
+    let calib = tempfile::tempdir().unwrap();
+    let one: PathBuf = files_in(&demo_calib())[0].clone();
+    std::fs::copy(&one, calib.path().join(one.file_name().unwrap())).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let run = compile(&demo_model(), calib.path(), out.path(), &[]);
+    assert!(run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("accuracy was not checked") && stderr.contains("1 calibration file"),
+        "{stderr}"
+    );
+    let run = compile(
+        &demo_model(),
+        calib.path(),
+        out.path(),
+        &["--strict-accuracy"],
+    );
+    assert!(!run.status.success());
+
+    let out = tempfile::tempdir().unwrap();
+    let err = rtq_fails(&[
+        "compile",
+        demo_model().to_str().unwrap(),
+        "--int8",
+        "--calib",
+        demo_calib().to_str().unwrap(),
+        "--holdout",
+        "1000",
+        "-o",
+        out.path().join("o").to_str().unwrap(),
+    ]);
+    assert!(
+        err.contains("--holdout 1000") && err.contains("calibration file"),
+        "{err}"
+    );
+    assert!(!out.path().join("o").exists());
+}
