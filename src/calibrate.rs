@@ -53,6 +53,16 @@ impl CalibrationResult {
         Some(ranges)
     }
 
+    /// Each observed tensor's quantization noise relative to its signal at its
+    /// current range (see [`RangeCollector::noise_ratio`]), where known.
+    pub fn noise_ratios(&self) -> HashMap<ValueId, f64> {
+        self.collectors
+            .iter()
+            .zip(&self.stats)
+            .filter_map(|(c, (v, _))| Some((*v, c.noise_ratio(self.ranges[v])?)))
+            .collect()
+    }
+
     /// Whether [`CalibrationResult::ranges_for`] can give other methods' ranges.
     pub fn has_all_methods(&self) -> bool {
         self.collectors

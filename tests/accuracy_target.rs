@@ -26,6 +26,33 @@ for i in range(20):
     np.save(f"{CALIB}/s{i:02d}.npy", x)
 "#;
 
+/// Two independent convolutions no single calibration method serves: `a`'s signal is
+/// a rare spike (every clipping method loses it), `b` is dense with one huge outlier
+/// in the calibration set (`max` and `mse` keep it and flatten the rest).
+const TWO_BRANCHES: &str = r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+rng = np.random.default_rng(4)
+shape, out = [1, 4, 64, 64], [1, 8, 64, 64]
+nodes, inits = [], []
+for p in "ab":
+    inits.append(numpy_helper.from_array((rng.standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32), f"w{p}"))
+    nodes.append(helper.make_node("Conv", [p, f"w{p}"], [f"y{p}"], name=f"conv_{p}"))
+g = helper.make_graph(nodes, "two",
+    [helper.make_tensor_value_info(p, TensorProto.FLOAT, shape) for p in "ab"],
+    [helper.make_tensor_value_info(f"y{p}", TensorProto.FLOAT, out) for p in "ab"], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
+for i in range(24):
+    # a: one spike per sample (0.006% of the values) carry its signal.
+    a = rng.normal(0, 0.01, shape).astype(np.float32)
+    a.flat[rng.choice(a.size, 1)] = rng.uniform(500, 1000, 1)
+    # b: a dense signal, with one huge outlier in a single calibration file.
+    b = rng.uniform(-1, 1, shape).astype(np.float32)
+    if i == 3:
+        b[0, 0, 0, 0] = 1e4
+    np.savez(f"{CALIB}/s{i:02d}.npz", a=a, b=b)
+"#;
+
 fn compile(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "compile",
@@ -198,4 +225,57 @@ fn skipped_checks_are_said_and_impossible_holdouts_refused() {
         "{err}"
     );
     assert!(!out.path().join("o").exists());
+}
+
+#[test]
+fn fallback_reverts_the_fewest_nodes_when_no_method_is_enough() {
+    if skip_python() {
+        return;
+    }
+    let (_dir, model, calib) = python_model("two.onnx", TWO_BRANCHES);
+    let out = tempfile::tempdir().unwrap();
+    let run = compile(&model, &calib, out.path(), &["--strict-accuracy"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let check = report(out.path())["accuracy_check"].clone();
+    assert_eq!(check["met"], true, "{check}");
+    // Every method alone misses the target on the calibration samples...
+    let trials = check["method_search"].as_array().unwrap();
+    assert_eq!(trials.len(), 4);
+    assert!(
+        trials.iter().all(|t| t["margin"].as_f64().unwrap() < 0.0),
+        "{check}"
+    );
+    // ... and reverting one convolution, the one whose input the chosen ranges clip,
+    // is enough.
+    assert_eq!(check["fallback"], serde_json::json!(["conv_a"]), "{check}");
+    assert_eq!(check["quantized_nodes"], serde_json::json!([2, 1]));
+    // onnxruntime agrees: both outputs hold, and only conv_b reads Q/DQ.
+    let int8 = out.path().join("two_int8.onnx");
+    let code = format!(
+        r#"
+import glob, numpy as np, onnx, onnxruntime as ort
+m = onnx.load(r"{int8}")
+dq = {{o for n in m.graph.node if n.op_type == "DequantizeLinear" for o in n.output}}
+convs = {{n.name: any(i in dq for i in n.input) for n in m.graph.node if n.op_type == "Conv"}}
+assert convs == {{"conv_a": False, "conv_b": True}}, convs
+a = ort.InferenceSession(r"{fp32}", providers=["CPUExecutionProvider"])
+b = ort.InferenceSession(r"{int8}", providers=["CPUExecutionProvider"])
+worst = 1.0
+for f in sorted(glob.glob(r"{calib}/*.npz"))[-4:]:
+    feeds = dict(np.load(f))
+    for ya, yb in zip(a.run(None, feeds), b.run(None, feeds)):
+        ya, yb = ya.ravel(), yb.ravel()
+        worst = min(worst, float(ya @ yb / (np.linalg.norm(ya) * np.linalg.norm(yb))))
+print(worst)
+"#,
+        int8 = int8.display(),
+        fp32 = model.display(),
+        calib = calib.display()
+    );
+    let worst: f64 = python_inline(&code).trim().parse().unwrap();
+    assert!(worst > 0.99, "worst cosine {worst}");
 }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use rtq_calib::{AllMethodsCalibrator, CalibMethod, CalibrationCache, CalibrationSet};
 use rtq_emit::TensorRange;
 use rtq_ir::{DType, Graph, QuantParams, ScaleFormat, ValueId};
-use rtq_passes::quant::{plan_int8, Int8Plan};
+use rtq_passes::quant::{plan_int8, Int8Options, Int8Plan};
 
 /// The calibration data of a build and what was observed on it.
 pub struct Calibrated {
@@ -76,6 +76,14 @@ impl Build<'_> {
         }
     }
 
+    /// The INT8 transform's options: the user's, with the build's scale format.
+    pub(super) fn int8_options(&self) -> Int8Options {
+        Int8Options {
+            scale_format: self.scale_format(),
+            ..self.opts.int8_opts.clone()
+        }
+    }
+
     /// Opens the calibration data and observes ranges: the build's calibrator for INT8,
     /// the largest magnitudes (for FP16's overflow guard) for FP16.
     pub fn calibrate(&mut self, optimized: &Optimized) -> Result<Flow<Calibrated>> {
@@ -111,9 +119,7 @@ impl Build<'_> {
         let graph = &optimized.graph;
         let precision = opts.precision();
         let plan = if precision.is_int8() {
-            let mut int8_opts = opts.int8_opts.clone();
-            int8_opts.scale_format = self.scale_format();
-            Some(plan_int8(graph, &int8_opts).context("planning INT8 quantization")?)
+            Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
         } else if precision.has_fp16() {
             None
         } else {

@@ -7,6 +7,7 @@
 //! nothing is written until every stage has succeeded (see [`output`]).
 
 mod calibration;
+mod fallback;
 mod optimize;
 mod options;
 pub mod output;

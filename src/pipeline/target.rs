@@ -3,7 +3,9 @@
 //! misses it (with `--calib-method auto`) is rebuilt with the calibration method whose
 //! ranges — taken from the statistics already collected, no new calibration pass —
 //! agree best with FP32 on calibration samples; the held-out files then judge the
-//! result. A miss that remains is a warning (an error with `--strict-accuracy`).
+//! result. If it still misses, the fewest quantized nodes go back to high precision
+//! (see `fallback.rs`). A miss that remains is a warning (an error with
+//! `--strict-accuracy`).
 
 use super::{Build, Flow, Precision, Transformed};
 use crate::accuracy::evaluate;
@@ -70,6 +72,11 @@ impl Build<'_> {
                 check.misses = target.misses(accuracy);
                 check.method = Some(best.name().to_string());
             }
+        }
+        if !check.misses.is_empty() && searchable {
+            transformed = self.fall_back(transformed, &mut check)?;
+            let accuracy = self.report.accuracy.last().expect("re-evaluated");
+            check.misses = target.misses(accuracy);
         }
         check.met = check.misses.is_empty();
         if !check.met {

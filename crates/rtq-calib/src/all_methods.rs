@@ -98,6 +98,10 @@ impl RangeCollector for AllMethodsCollector {
                 .amax_with(&MethodRule::new(method, self.percentile)),
         )
     }
+
+    fn noise_ratio(&self, amax: f32) -> Option<f64> {
+        self.inner.noise_ratio(amax)
+    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,22 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
     fn stats(&self) -> RangeStats {
         self.observed.stats(self.amax().unwrap_or(0.0))
     }
+
+    fn noise_ratio(&self, amax: f32) -> Option<f64> {
+        let (counts, width) = (self.hist.counts(), self.hist.bin_width());
+        let total: u64 = counts.iter().sum();
+        if total == 0 || width.is_nan() || width <= 0.0 {
+            return None;
+        }
+        let power = counts
+            .iter()
+            .enumerate()
+            .map(|(j, &c)| c as f64 * ((j as f64 + 0.5) * width).powi(2))
+            .sum::<f64>()
+            / total as f64;
+        let noise = crate::histogram_mse(counts, width, amax as f64);
+        Some(if power > 0.0 { noise / power } else { 0.0 })
+    }
 }
 
 #[cfg(test)]
@@ -126,6 +142,19 @@ mod tests {
             (s.min, s.max, s.absmax, s.count, s.amax),
             (-4.0, 6.0, 6.0, 3, 4.0)
         );
+    }
+
+    #[test]
+    fn noise_ratio_grows_as_the_range_clips() {
+        let mut c = HistogramCollector::new(2048, Half);
+        let values: Vec<f32> = (0..1000).map(|i| i as f32 / 100.0).collect();
+        c.observe(&values).unwrap();
+        let full = c.noise_ratio(10.0).unwrap();
+        let clipped = c.noise_ratio(2.0).unwrap();
+        // Rounding alone: (step^2 / 12) / E[x^2] with step 10/127 and E[x^2] ~ 33.
+        assert!(full > 0.0 && full < 1e-3, "{full}");
+        assert!(clipped > 100.0 * full, "{clipped} vs {full}");
+        assert_eq!(HistogramCollector::new(128, Half).noise_ratio(1.0), None);
     }
 
     #[test]

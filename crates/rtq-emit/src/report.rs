@@ -112,6 +112,13 @@ pub struct AccuracyCheck {
     pub method_search: Vec<MethodTrial>,
     /// The method whose ranges the emitted model uses.
     pub method: Option<String>,
+    /// Quantized nodes reverted to high precision (with their input Q/DQ) to meet the
+    /// target, the noisiest first; empty when no fallback ran.
+    pub fallback: Vec<String>,
+    /// Models judged during the fallback's bisection: (nodes reverted, margin).
+    pub fallback_trials: Vec<(usize, f64)>,
+    /// Nodes the INT8 plan quantized, and how many of them still are.
+    pub quantized_nodes: (usize, usize),
 }
 
 /// One calibration method's result in the method search.
@@ -276,6 +283,32 @@ fn render_check(s: &mut String, check: &AccuracyCheck) {
                 trial.method, trial.cosine_mean, trial.margin
             );
         }
+    }
+    render_fallback(s, check);
+}
+
+/// The fallback's outcome, for the terminal.
+fn render_fallback(s: &mut String, check: &AccuracyCheck) {
+    if check.fallback.is_empty() {
+        return;
+    }
+    let (planned, kept) = check.quantized_nodes;
+    let _ = writeln!(
+        s,
+        "  fallback: {} of {planned} quantized nodes back to high precision ({kept} still INT8), \
+         {} models judged:",
+        check.fallback.len(),
+        check.fallback_trials.len()
+    );
+    for name in check.fallback.iter().take(12) {
+        let _ = writeln!(s, "    {name}");
+    }
+    if check.fallback.len() > 12 {
+        let _ = writeln!(
+            s,
+            "    ... {} more in report.json",
+            check.fallback.len() - 12
+        );
     }
 }
 
