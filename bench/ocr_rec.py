@@ -79,17 +79,62 @@ def cer(ref, hyp):
     return d[len(hyp)] / max(1, len(ref))
 
 
-def score(model, samples, chars):
+def session(model):
+    """An onnxruntime CPU session that runs the graph as written (no graph rewrites),
+    and the name of its input."""
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-    name = sess.get_inputs()[0].name
+    return sess, sess.get_inputs()[0].name
+
+
+def score(model, samples, chars):
+    sess, name = session(model)
     exact, errors = 0, 0.0
     for x, text in samples:
         hyp = decode(sess.run(None, {name: x})[0], chars)
         exact += hyp == text
         errors += cer(text, hyp)
     return exact / len(samples), errors / len(samples)
+
+
+def build_all(rtq, model, calib, input_name, no_ort):
+    """Compiles `model` with every rtq INT8 method (and onnxruntime's quantizer unless
+    `no_ort`) on the `calib` arrays; returns (label, model path) rows, FP32 first."""
+    work = tempfile.mkdtemp(prefix="rtq-ocr-")
+    calib_dir = os.path.join(work, "calib")
+    os.makedirs(calib_dir)
+    for i, x in enumerate(calib):
+        np.save(os.path.join(calib_dir, f"line_{i:03d}.npy"), x)
+    stem = os.path.splitext(os.path.basename(model))[0]
+    rows = [("FP32", model)]
+    for method in ["auto", "entropy", "max", "percentile", "mse"]:
+        out = os.path.join(work, method)
+        run = subprocess.run([rtq, "compile", model, "--int8", "--calib", calib_dir,
+                              "--calib-method", method, "-o", out, "--quiet"],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            sys.exit(f"rtq ({method}) failed:\n{run.stderr}")
+        label = "rtq INT8 default (auto)" if method == "auto" else f"rtq INT8 {method}"
+        rows.append((label, os.path.join(out, f"{stem}_int8.onnx")))
+    if not no_ort:
+        from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
+                                              QuantType, quantize_static)
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.it = iter([{input_name: x} for x in calib])
+
+            def get_next(self):
+                return next(self.it, None)
+
+        ort_out = os.path.join(work, "ort_int8.onnx")
+        quantize_static(model, ort_out, Reader(), quant_format=QuantFormat.QDQ,
+                        per_channel=True, activation_type=QuantType.QInt8,
+                        weight_type=QuantType.QInt8,
+                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+        rows.append(("onnxruntime quantize_static (QDQ, symmetric, per-channel)", ort_out))
+    return rows
 
 
 def main():
@@ -107,38 +152,7 @@ def main():
     lines = [random_text(rng, font_chars) for _ in range(args.calib + args.eval)]
     samples = [(render(t, rng), t) for t in lines]
     calib, held = samples[:args.calib], samples[args.calib:]
-    work = tempfile.mkdtemp(prefix="rtq-ocr-rec-")
-    calib_dir = os.path.join(work, "calib")
-    os.makedirs(calib_dir)
-    for i, (x, _) in enumerate(calib):
-        np.save(os.path.join(calib_dir, f"line_{i:03d}.npy"), x)
-    rows = [("FP32", model)]
-    for method in ["auto", "entropy", "max", "percentile", "mse"]:
-        out = os.path.join(work, method)
-        run = subprocess.run([args.rtq, "compile", model, "--int8", "--calib", calib_dir,
-                              "--calib-method", method, "-o", out, "--quiet"],
-                             capture_output=True, text=True)
-        if run.returncode != 0:
-            sys.exit(f"rtq ({method}) failed:\n{run.stderr}")
-        label = "rtq INT8 default (auto)" if method == "auto" else f"rtq INT8 {method}"
-        rows.append((label, os.path.join(out, "ch_PP-OCRv4_rec_infer_int8.onnx")))
-    if not args.no_ort:
-        from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
-                                              QuantType, quantize_static)
-
-        class Reader(CalibrationDataReader):
-            def __init__(self):
-                self.it = iter([{"x": x} for x, _ in calib])
-
-            def get_next(self):
-                return next(self.it, None)
-
-        ort_out = os.path.join(work, "ort_int8.onnx")
-        quantize_static(model, ort_out, Reader(), quant_format=QuantFormat.QDQ,
-                        per_channel=True, activation_type=QuantType.QInt8,
-                        weight_type=QuantType.QInt8,
-                        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
-        rows.append(("onnxruntime quantize_static (QDQ, symmetric, per-channel)", ort_out))
+    rows = build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort)
     print(f"PP-OCRv4 rec, {args.calib} calibration lines, {len(held)} held-out lines (seed {args.seed})")
     print(f"| build | lines read exactly | character error rate |\n|---|---|---|")
     for label, path in rows:

@@ -133,32 +133,7 @@ impl Build<'_> {
                 plan: None,
             }));
         };
-        let method = if precision.is_int8() {
-            opts.calib_method
-        } else {
-            CalibMethod::Max
-        };
-        // The method search compares every method's ranges: collect them all at once.
-        let calibrator: Box<dyn rtq_calib::Calibrator> =
-            if opts.method_search && precision.is_int8() {
-                Box::new(AllMethodsCalibrator::new(method, &opts.calib)?)
-            } else {
-                method.calibrator(&opts.calib)?
-            };
-        let targets = float_activations(graph);
-        let result = calibrate(
-            graph,
-            &set,
-            &calib_files,
-            &targets,
-            calibrator.as_ref(),
-            opts.progress,
-        )?;
-        self.lap(if precision.is_int8() {
-            "calibrate"
-        } else {
-            "observe-ranges"
-        });
+        let (method, result) = self.observe(graph, &set, &calib_files)?;
         let mut files = Vec::new();
         if precision.is_int8() {
             self.report.ranges = self.tensor_ranges(graph, &result);
@@ -179,6 +154,40 @@ impl Build<'_> {
             result: Some(result),
             plan,
         }))
+    }
+
+    /// Streams the calibration files through `graph`: the build's method for INT8 (every
+    /// method's statistics with the method search), the largest magnitudes (for FP16's
+    /// overflow guard) otherwise.
+    fn observe(
+        &mut self,
+        graph: &Graph,
+        set: &CalibrationSet,
+        files: &[usize],
+    ) -> Result<(CalibMethod, CalibrationResult)> {
+        let opts = self.opts;
+        let int8 = opts.precision().is_int8();
+        let method = if int8 {
+            opts.calib_method
+        } else {
+            CalibMethod::Max
+        };
+        let calibrator: Box<dyn rtq_calib::Calibrator> = if opts.method_search && int8 {
+            Box::new(AllMethodsCalibrator::new(method, &opts.calib)?)
+        } else {
+            method.calibrator(&opts.calib)?
+        };
+        let targets = float_activations(graph);
+        let result = calibrate(
+            graph,
+            set,
+            files,
+            &targets,
+            calibrator.as_ref(),
+            opts.progress,
+        )?;
+        self.lap(if int8 { "calibrate" } else { "observe-ranges" });
+        Ok((method, result))
     }
 
     /// The report's per-tensor ranges, with the scale as the graph stores it.

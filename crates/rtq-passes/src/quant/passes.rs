@@ -42,16 +42,10 @@ impl Pass for Int8QdqPass<'_> {
     }
 
     fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
-        if self.summary.is_some() {
-            return Ok(false);
-        }
-        let summary =
-            apply_int8(graph, self.plan, self.ranges).map_err(|source| PassError::Precision {
-                pass: Self::NAME,
-                source,
-            })?;
-        self.summary = Some(summary);
-        Ok(true)
+        let (plan, ranges) = (self.plan, self.ranges);
+        run_once(&mut self.summary, Self::NAME, || {
+            apply_int8(graph, plan, ranges)
+        })
     }
 }
 
@@ -86,17 +80,25 @@ impl Pass for Fp16Pass {
     }
 
     fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
-        if self.summary.is_some() {
-            return Ok(false);
-        }
-        let summary =
-            convert_fp16(graph, &self.options).map_err(|source| PassError::Precision {
-                pass: Self::NAME,
-                source,
-            })?;
-        self.summary = Some(summary);
-        Ok(true)
+        let options = &self.options;
+        run_once(&mut self.summary, Self::NAME, || {
+            convert_fp16(graph, options)
+        })
     }
+}
+
+/// Applies a one-shot transform unless it already ran (its summary is kept): the
+/// pass changes the graph once, then reports no change.
+fn run_once<S>(
+    summary: &mut Option<S>,
+    pass: &'static str,
+    transform: impl FnOnce() -> Result<S, super::QuantError>,
+) -> Result<bool, PassError> {
+    if summary.is_some() {
+        return Ok(false);
+    }
+    *summary = Some(transform().map_err(|source| PassError::Precision { pass, source })?);
+    Ok(true)
 }
 
 /// Names of the precision passes, for validating `--stop-after`.
