@@ -31,6 +31,10 @@ pub struct DataArgs {
     /// Feed images as BGR instead of RGB.
     #[arg(long)]
     pub bgr: bool,
+    /// Multiply integer .npy/.npz samples by this to feed a float input (e.g. 1/255 for
+    /// raw pixels); without it such samples are refused.
+    #[arg(long, value_name = "F|1/N")]
+    pub input_scale: Option<String>,
 }
 
 /// Parses `1x3x224x224`.
@@ -75,13 +79,40 @@ impl DataArgs {
             LayoutArg::Nhwc => Layout::Nhwc,
         };
         opts.bgr = self.bgr;
+        opts.input_scale = self.input_scale.as_deref().map(parse_scale).transpose()?;
         Ok(opts)
+    }
+}
+
+/// A positive finite factor, as a number (`0.5`) or a fraction (`1/255`).
+pub fn parse_scale(text: &str) -> Result<f32> {
+    let value = match text.split_once('/') {
+        Some((n, d)) => n
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .zip(d.trim().parse::<f64>().ok())
+            .map(|(n, d)| n / d),
+        None => text.trim().parse::<f64>().ok(),
+    };
+    match value {
+        Some(v) if v.is_finite() && v > 0.0 => Ok(v as f32),
+        _ => bail!("--input-scale `{text}`: expected a positive number or fraction such as 1/255"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_scales() {
+        assert_eq!(parse_scale("1/255").unwrap(), (1.0f64 / 255.0) as f32);
+        assert_eq!(parse_scale(" 0.5 ").unwrap(), 0.5);
+        for bad in ["0", "-1", "1/0", "x", "1/x"] {
+            assert!(parse_scale(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn parses_shapes() {

@@ -232,6 +232,36 @@ fn dtype_conversion_only_when_lossless() {
 }
 
 #[test]
+fn integer_samples_for_float_inputs_need_an_explicit_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    write_npy(&dir.path().join("pixels.npy"), &[4], &[7u8, 128, 253, 0]);
+    let x = f32_input("x", &[Some(4)]);
+    // Raw pixels fed to a float input as they are would calibrate garbage: refused.
+    let e = open(dir.path())
+        .load(0, std::slice::from_ref(&x))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("pixels.npy: tensor `x`: uint8 data for a float input")
+            && e.contains("--input-scale"),
+        "{e}"
+    );
+    // With a scale they are converted: v * scale, in f32.
+    let scale = 1.0f32 / 255.0;
+    let opts = DataOptions {
+        input_scale: Some(scale),
+        ..DataOptions::default()
+    };
+    let set = CalibrationSet::open(dir.path(), &opts).unwrap();
+    let s = set.load(0, &[x]).unwrap();
+    let expected: Vec<f32> = [7u8, 128, 253, 0]
+        .iter()
+        .map(|&v| v as f32 * scale)
+        .collect();
+    assert_eq!(s[0][0].1, Tensor::from_f32(vec![4], expected));
+}
+
+#[test]
 fn npz_maps_arrays_to_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -352,6 +382,7 @@ fn image_normalisation_is_exact() {
         layout: Layout::Nhwc,
         bgr: true,
         input_shape: Some(vec![2, 2]),
+        input_scale: None,
     };
     let set = CalibrationSet::open(dir.path(), &opts).unwrap();
     let input = f32_input("data", &[None, None, None, Some(3)]);

@@ -168,7 +168,7 @@ pub fn load_file(
         FileKind::Npy => {
             let input = single_input(".npy")?;
             let tensor = npy::read_npy(file)?;
-            let parts = prepare(file, input, tensor)?;
+            let parts = prepare(file, input, tensor, opts.input_scale)?;
             Ok(parts
                 .into_iter()
                 .map(|t| vec![(input.name.clone(), t)])
@@ -176,7 +176,7 @@ pub fn load_file(
         }
         FileKind::Npz => {
             let arrays = npy::read_npz(file)?;
-            load_npz_arrays(file, inputs, arrays)
+            load_npz_arrays(file, inputs, arrays, opts.input_scale)
         }
         FileKind::Image => {
             let input = single_input("image")?;
@@ -194,11 +194,40 @@ pub fn load_file(
     }
 }
 
+/// Integer `tensor` for a float `input`: multiplied by `input_scale` into f32, or
+/// refused without one. Anything else passes unchanged.
+fn scale_integers(
+    file: &Path,
+    input: &InputSpec,
+    tensor: Tensor,
+    input_scale: Option<f32>,
+) -> Result<Tensor, CalibError> {
+    let from = tensor.dtype();
+    if !input.dtype.is_float() || from.is_float() {
+        return Ok(tensor);
+    }
+    let Some(scale) = input_scale else {
+        return Err(CalibError::DType {
+            file: file.to_path_buf(),
+            tensor: input.name.clone(),
+            reason: format!(
+                "{from} data for a {} input: integer samples are usually raw pixels, which the \
+                 model does not expect; pass --input-scale (e.g. 1/255) to convert them, or save \
+                 the array as {}",
+                input.dtype, input.dtype
+            ),
+        });
+    };
+    let values: Vec<f32> = tensor.to_f32_vec().into_iter().map(|v| v * scale).collect();
+    Ok(Tensor::from_f32(tensor.shape().to_vec(), values))
+}
+
 /// Maps an archive's arrays onto the inputs and splits them into samples.
 fn load_npz_arrays(
     file: &Path,
     inputs: &[InputSpec],
     mut arrays: Vec<(String, Tensor)>,
+    input_scale: Option<f32>,
 ) -> Result<Vec<Sample>, CalibError> {
     let inputs_err = |reason: String| CalibError::Inputs {
         file: file.to_path_buf(),
@@ -235,7 +264,7 @@ fn load_npz_arrays(
             .position(|(n, _)| *n == input.name)
             .ok_or_else(|| inputs_err(format!("no array for input `{}`", input.name)))?;
         let (_, tensor) = arrays.swap_remove(at);
-        per_input.push(prepare(file, input, tensor)?);
+        per_input.push(prepare(file, input, tensor, input_scale)?);
     }
     let counts: Vec<usize> = per_input.iter().map(Vec::len).collect();
     if counts.iter().any(|&k| k != counts[0]) {
@@ -261,8 +290,16 @@ fn load_npz_arrays(
 }
 
 /// Checks one array for NaN/Inf, converts it to the input's type and fits it
-/// to the input's shape, giving one tensor per batch.
-fn prepare(file: &Path, input: &InputSpec, tensor: Tensor) -> Result<Vec<Tensor>, CalibError> {
+/// to the input's shape, giving one tensor per batch. Integer data for a float
+/// input is refused (raw pixels fed as they are ruin calibration silently) unless
+/// `input_scale` says how to convert it.
+fn prepare(
+    file: &Path,
+    input: &InputSpec,
+    tensor: Tensor,
+    input_scale: Option<f32>,
+) -> Result<Vec<Tensor>, CalibError> {
+    let tensor = scale_integers(file, input, tensor, input_scale)?;
     let bad = count_non_finite(tensor.data());
     if bad > 0 {
         return Err(CalibError::NonFiniteData {

@@ -69,6 +69,9 @@ pub struct DataOptions {
     pub layout: Layout,
     /// Feed channels as BGR instead of RGB (3-channel inputs only).
     pub bgr: bool,
+    /// Integer `.npy`/`.npz` arrays feeding float inputs are multiplied by this
+    /// (e.g. 1/255); `None` refuses them.
+    pub input_scale: Option<f32>,
 }
 
 impl Default for DataOptions {
@@ -79,6 +82,7 @@ impl Default for DataOptions {
             std: vec![1.0],
             layout: Layout::Nchw,
             bgr: false,
+            input_scale: None,
         }
     }
 }
