@@ -12,6 +12,7 @@
 
 pub mod accuracy;
 pub mod calibrate;
+pub mod diagnose;
 pub mod pipeline;
 
 /// Build facts recorded by build.rs (git revision, enabled features).

@@ -108,8 +108,10 @@ fn a_missed_target_is_said_out_loud_and_strict_fails_after_writing() {
         stderr.contains("warning:") && stderr.contains("misses the accuracy target"),
         "{stderr}"
     );
+    assert!(stderr.contains("most sensitive tensors: x"), "{stderr}");
     let check = &report(out.path())["accuracy_check"];
     assert_eq!(check["met"], false, "{check}");
+    assert_eq!(check["per_layer"]["most_sensitive"][0], "x", "{check}");
     assert!(check["misses"][0].as_str().unwrap().contains("cosine mean"));
     assert_eq!(
         check["method_search"].as_array().unwrap().len(),

@@ -24,6 +24,10 @@ pub struct EvalArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Also compare every tensor both models compute: cumulative and local (own Q/DQ
+    /// only) error, the first diverging tensor and the most sensitive ones.
+    #[arg(long)]
+    pub per_layer: bool,
 }
 
 /// Runs `rtq eval`.
@@ -41,8 +45,16 @@ pub fn run(args: EvalArgs) -> Result<()> {
         .find(|(k, _)| k == "rtq.precision")
         .map_or("candidate".to_string(), |(_, v)| v.clone());
     let report = rtq::pipeline::evaluate(&reference, &candidate, &set, &files, &variant)?;
+    let per_layer = args
+        .per_layer
+        .then(|| per_layer(&reference, &candidate, &set, &files))
+        .transpose()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut json = serde_json::to_value(&report)?;
+        if let Some(layers) = &per_layer {
+            json["per_layer"] = serde_json::to_value(layers)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         let wrapper = rtq_emit::CompileReport {
             accuracy: vec![report],
@@ -59,6 +71,27 @@ pub fn run(args: EvalArgs) -> Result<()> {
             ..Default::default()
         };
         print!("{}", wrapper.render_text(0));
+        if let Some(layers) = &per_layer {
+            print!("\n  per-layer comparison:\n{}", layers.render_text(60));
+        }
     }
     Ok(())
+}
+
+/// The per-layer comparison. A candidate rtq built computes the tensors of the
+/// *optimised* reference (folded BatchNorms keep the convolution's name), so the
+/// reference goes through the same optimisation passes first.
+fn per_layer(
+    reference: &rtq_ir::Graph,
+    candidate: &rtq_ir::Graph,
+    set: &CalibrationSet,
+    files: &[usize],
+) -> Result<rtq_emit::PerLayerReport> {
+    let built_by_rtq = candidate.metadata.iter().any(|(k, _)| k == "rtq.version");
+    let mut reference = reference.clone();
+    if built_by_rtq {
+        rtq_passes::optimize(&mut reference, &rtq_passes::OptimizeOptions::default())
+            .context("optimising the reference as rtq did")?;
+    }
+    rtq::diagnose::per_layer(&reference, candidate, set, files)
 }

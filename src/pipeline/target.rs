@@ -80,12 +80,31 @@ impl Build<'_> {
         }
         check.met = check.misses.is_empty();
         if !check.met {
-            self.report.warnings.push(format!(
+            let mut warning = format!(
                 "the {} model misses the accuracy target on {} held-out samples: {}",
                 precision.name(),
                 accuracy.samples,
                 check.misses.join("; ")
-            ));
+            );
+            if precision.is_int8() {
+                let layers = self.diagnose(&transformed)?;
+                if !layers.most_sensitive.is_empty() {
+                    let worst: Vec<&str> = layers
+                        .most_sensitive
+                        .iter()
+                        .take(3)
+                        .map(String::as_str)
+                        .collect();
+                    warning += &format!(
+                        "; most sensitive tensors: {}; first diverging: {} (report.json \
+                         accuracy_check.per_layer)",
+                        worst.join(", "),
+                        layers.first_diverging.as_deref().unwrap_or("none")
+                    );
+                }
+                check.per_layer = Some(layers);
+            }
+            self.report.warnings.push(warning);
         }
         self.report.accuracy_check = Some(check);
         Ok(transformed)
@@ -161,6 +180,22 @@ impl Build<'_> {
         self.report.accuracy.clear();
         self.evaluate(&rebuilt)?;
         Ok(rebuilt)
+    }
+}
+
+impl Build<'_> {
+    /// The per-layer comparison of the emitted graph with FP32 on the held-out files.
+    fn diagnose(&mut self, transformed: &Transformed) -> Result<rtq_emit::PerLayerReport> {
+        let calibrated = &transformed.calibrated;
+        let set = calibrated.set.as_ref().expect("judged builds have data");
+        let layers = crate::diagnose::per_layer(
+            &transformed.reference.graph,
+            &transformed.graph,
+            set,
+            &calibrated.held_out,
+        )?;
+        self.lap("per-layer");
+        Ok(layers)
     }
 }
 

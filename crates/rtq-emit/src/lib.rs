@@ -13,7 +13,7 @@ pub use atomic::{write_atomic, write_atomic_with};
 pub use error::EmitError;
 pub use onnx::{ir_version_for_opset, to_model_bytes, to_model_proto, write_onnx, EmitOptions};
 pub use report::{
-    AccuracyCheck, AccuracyReport, CompileReport, GraphSummary, MethodTrial, OutputAccuracy,
-    QuantSummary, TensorRange,
+    AccuracyCheck, AccuracyReport, CompileReport, GraphSummary, LayerError, MethodTrial,
+    OutputAccuracy, PerLayerReport, QuantSummary, TensorRange,
 };
 pub use target::AccuracyTarget;

@@ -112,6 +112,9 @@ pub struct AccuracyCheck {
     pub method_search: Vec<MethodTrial>,
     /// The method whose ranges the emitted model uses.
     pub method: Option<String>,
+    /// Per-layer diagnosis of the emitted model on the held-out files, when the target
+    /// is missed.
+    pub per_layer: Option<PerLayerReport>,
     /// Quantized nodes reverted to high precision (with their input Q/DQ) to meet the
     /// target, the noisiest first; empty when no fallback ran.
     pub fallback: Vec<String>,
@@ -119,6 +122,83 @@ pub struct AccuracyCheck {
     pub fallback_trials: Vec<(usize, f64)>,
     /// Nodes the INT8 plan quantized, and how many of them still are.
     pub quantized_nodes: (usize, usize),
+}
+
+/// Every tensor the FP32 and the quantized graph both compute, compared.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PerLayerReport {
+    /// Cumulative cosine below which a tensor counts as diverged.
+    pub diverged_cosine: f64,
+    /// The first tensor (in graph order) below `diverged_cosine`.
+    pub first_diverging: Option<String>,
+    /// Quantized tensors whose own Q/DQ loses most (lowest local SQNR), worst first.
+    pub most_sensitive: Vec<String>,
+    /// Every compared tensor, in graph order.
+    pub layers: Vec<LayerError>,
+}
+
+/// One tensor of a [`PerLayerReport`].
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LayerError {
+    /// Tensor name.
+    pub tensor: String,
+    /// Producing node (`input` for graph inputs).
+    pub node: String,
+    /// Its op type.
+    pub op: String,
+    /// Cosine of the quantized graph's value against FP32 (all Q/DQ upstream on).
+    pub cosine: f64,
+    /// SQNR of that value, in dB.
+    pub sqnr_db: f64,
+    /// SQNR of the FP32 value through this tensor's own Q/DQ only, in dB (quantized
+    /// tensors only).
+    pub local_sqnr_db: Option<f64>,
+    /// Samples compared.
+    pub samples: usize,
+}
+
+impl PerLayerReport {
+    /// A table for the terminal: the first diverging tensor, the most sensitive ones
+    /// and up to `max_rows` tensors in graph order.
+    pub fn render_text(&self, max_rows: usize) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "  first diverging tensor (cumulative cosine < {}): {}",
+            self.diverged_cosine,
+            self.first_diverging.as_deref().unwrap_or("none")
+        );
+        if !self.most_sensitive.is_empty() {
+            let _ = writeln!(
+                s,
+                "  most sensitive (own Q/DQ): {}",
+                self.most_sensitive.join(", ")
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n  {:<40} {:<16} {:>10} {:>10} {:>12}",
+            "tensor", "op", "cosine", "SQNR dB", "local dB"
+        );
+        for l in self.layers.iter().take(max_rows) {
+            let local = l
+                .local_sqnr_db
+                .map_or(String::from("-"), |d| format!("{d:.1}"));
+            let _ = writeln!(
+                s,
+                "  {:<40} {:<16} {:>10.5} {:>10.1} {:>12}",
+                ellipsize(&l.tensor, 40),
+                ellipsize(&l.op, 16),
+                l.cosine,
+                l.sqnr_db,
+                local
+            );
+        }
+        if self.layers.len() > max_rows {
+            let _ = writeln!(s, "  ... {} more (--json)", self.layers.len() - max_rows);
+        }
+        s
+    }
 }
 
 /// One calibration method's result in the method search.
