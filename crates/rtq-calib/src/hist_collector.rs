@@ -66,7 +66,7 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
             // covers the batch; only a batch beyond it is counted again.
             let counted = self.hist.count(values);
             let batch = BatchSummary::checked(counted.extremes, values.len())?;
-            if f64::from(batch.absmax()) <= self.hist.range() {
+            if self.hist.covers(batch.absmax()) {
                 self.hist.add_counted(&counted);
             } else {
                 self.hist.add(values, batch.absmax());
@@ -132,7 +132,8 @@ mod tests {
         let mut c = HistogramCollector::new(128, Half);
         assert!(matches!(c.amax(), Err(CalibError::NoData)));
         assert_eq!(c.stats().amax, 0.0);
-        c.observe(&[1.0, -4.0]).unwrap();
+        c.observe(&[1.0, -3.0]).unwrap();
+        assert_eq!(c.histogram().range(), 4.0);
         assert_eq!(c.amax().unwrap(), 2.0);
         c.observe(&[6.0]).unwrap();
         assert_eq!(c.histogram().range(), 8.0);
@@ -140,7 +141,7 @@ mod tests {
         let s = c.stats();
         assert_eq!(
             (s.min, s.max, s.absmax, s.count, s.amax),
-            (-4.0, 6.0, 6.0, 3, 4.0)
+            (-3.0, 6.0, 6.0, 3, 4.0)
         );
     }
 

@@ -6,20 +6,20 @@ use crate::scan::{extremes_and_bins, Extremes};
 
 /// Histogram of |x| over `[0, range]` in a fixed number of equal bins.
 ///
-/// The range is set by the first batch holding a non-zero value: `range` =
-/// that batch's max |x|, exactly as TensorRT builds its histogram. When a later
-/// batch has a larger max |x|, the range is **doubled** (repeatedly, until the
-/// batch fits) and every pair of adjacent bins is merged into one: bin `j` of
-/// the wider histogram covers old bins `2j` and `2j+1`. This re-binning is
-/// exact (no count is ever split or smeared; the bin width stays the first
-/// width times a power of two) and memory stays constant, at the price of a
-/// coarser resolution: after growing, the data covers between half and all of
-/// the bins. Zeros always land in bin 0, so all-zero batches need no range.
+/// The range is a power of two, the smallest one *above* every |x| seen: the first
+/// batch holding a non-zero value sets it, and when a later batch reaches it, the
+/// range is **doubled** (repeatedly, until the batch is below it) and every pair of
+/// adjacent bins is merged into one: bin `j` of the wider histogram covers old bins
+/// `2j` and `2j+1`. With a power-of-two range and bin count, `a * (num_bins / range)`
+/// is exact, so merging pairs gives exactly the bins a histogram built at the wider
+/// range from the start would have: the counts depend only on the values seen, not
+/// on their order or on how they were grouped into batches or files (TensorRT's own
+/// histogram starts at the first batch's max, and so depends on both). Memory stays
+/// constant; the data covers between half and all of the bins. Zeros always land in
+/// bin 0, so all-zero batches need no range.
 ///
-/// A value `a` lands in bin `floor(a * (num_bins / range))` (computed in f32), clamped to the last
-/// bin (so `a == range` is counted in the last bin, which is closed on the
-/// right; after the range grows, such a value stays in the bin just below the
-/// old range's edge).
+/// A value `a` lands in bin `floor(a * (num_bins / range))` (computed in f32), clamped
+/// to the last bin (reached only with bin counts that are not powers of two).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AbsHistogram {
     counts: Vec<u64>,
@@ -115,8 +115,8 @@ impl AbsHistogram {
         true
     }
 
-    /// Number of leading bins needed to cover `[0, absmax]`, at least
-    /// `min(128, num_bins)` (the smallest histogram the entropy search accepts)
+    /// Number of leading bins up to and including the one `absmax` lands in, at
+    /// least `min(128, num_bins)` (the smallest histogram the entropy search accepts)
     /// and at most `num_bins`.
     pub fn used_bins(&self, absmax: f32) -> usize {
         let n = self.counts.len();
@@ -124,18 +124,24 @@ impl AbsHistogram {
         if self.range <= 0.0 {
             return floor;
         }
-        let needed = ((absmax as f64) * n as f64 / self.range).ceil();
+        let needed = ((absmax as f64) * n as f64 / self.range).floor() + 1.0;
         (needed.min(n as f64) as usize).max(floor)
     }
 
-    /// Grows the range (doubling, merging bin pairs) until it covers `absmax`.
+    /// Whether a batch whose largest |x| is `absmax` is counted within the current
+    /// range (strictly below it).
+    pub(crate) fn covers(&self, absmax: f32) -> bool {
+        (absmax as f64) < self.range
+    }
+
+    /// Grows the range (doubling, merging bin pairs) until it is above `absmax`.
     fn cover(&mut self, absmax: f32) {
         let absmax = absmax as f64;
         if self.range <= 0.0 {
-            self.range = absmax;
+            self.range = power_of_two_above(absmax);
             return;
         }
-        while absmax > self.range {
+        while absmax >= self.range {
             let n = self.counts.len();
             for j in 0..n.div_ceil(2) {
                 let hi = if 2 * j + 1 < n {
@@ -151,6 +157,18 @@ impl AbsHistogram {
             self.range *= 2.0;
         }
     }
+}
+
+/// The smallest power of two strictly above `a` (positive and finite).
+fn power_of_two_above(a: f64) -> f64 {
+    let mut r = 2f64.powi(a.log2().floor() as i32 + 1);
+    while r <= a {
+        r *= 2.0;
+    }
+    while r / 2.0 > a {
+        r /= 2.0;
+    }
+    r
 }
 
 /// A batch counted against a histogram's range, with its extremes.
@@ -284,12 +302,20 @@ mod tests {
     #[test]
     fn first_batch_sets_range_and_bins() {
         let mut h = AbsHistogram::new(4);
-        h.add(&[0.0, -0.5, 0.99, 1.0, -2.0], 2.0);
+        h.add(&[0.0, -0.5, 0.99, 1.0, -1.5], 1.5);
+        // The smallest power of two above the batch's max.
         assert_eq!(h.range(), 2.0);
         assert_eq!(h.bin_width(), 0.5);
-        // |x| = 0 -> 0, 0.5 -> 1, 0.99 -> 1, 1.0 -> 2, 2.0 -> last.
+        // |x| = 0 -> 0, 0.5 -> 1, 0.99 -> 1, 1.0 -> 2, 1.5 -> 3.
         assert_eq!(h.counts(), &[1, 2, 1, 1]);
         assert_eq!(h.total(), 5);
+        // A max that is itself a power of two gets the next one: no value sits on
+        // the range's edge.
+        let mut h = AbsHistogram::new(4);
+        h.add(&[2.0, 0.3], 2.0);
+        assert_eq!((h.range(), h.counts()), (4.0, &[1u64, 0, 1, 0][..]));
+        assert_eq!(power_of_two_above(0.3), 0.5);
+        assert_eq!(power_of_two_above(1e-30), 2f64.powi(-99));
     }
 
     #[test]
@@ -297,7 +323,7 @@ mod tests {
         let mut h = AbsHistogram::new(4);
         h.add(&[0.0, 0.0], 0.0);
         assert_eq!(h.range(), 0.0);
-        h.add(&[4.0], 4.0);
+        h.add(&[3.0], 3.0);
         assert_eq!(h.counts(), &[2, 0, 0, 1]);
     }
 
@@ -306,14 +332,19 @@ mod tests {
         let mut grown = AbsHistogram::new(8);
         let first = [0.1f32, 0.3, 0.55, 0.8, 1.0];
         grown.add(&first, 1.0);
+        assert_eq!(grown.range(), 2.0);
         let second = [3.9f32, 2.2, 0.05];
         grown.add(&second, 3.9);
         assert_eq!(grown.range(), 4.0);
-        // Bins of width 0.5 over [0, 4]: what direct binning gives, except that
-        // 1.0 (the first range's closed upper edge, counted in its last bin)
-        // stays below 1.0 after the merges: it lands in bin 1, not 2.
-        assert_eq!(grown.counts(), &[3, 3, 0, 0, 1, 0, 0, 1]);
+        // Bins of width 0.5 over [0, 4]: exactly what direct binning gives.
+        assert_eq!(grown.counts(), &[3, 2, 1, 0, 1, 0, 0, 1]);
         assert_eq!(grown.total(), 8);
+        // The same values in another order and grouping give the same histogram.
+        let mut other = AbsHistogram::new(8);
+        other.add(&[3.9, 0.05], 3.9);
+        other.add(&[1.0, 0.1, 2.2], 2.2);
+        other.add(&[0.55, 0.3, 0.8], 0.8);
+        assert_eq!(other, grown);
     }
 
     #[test]
@@ -331,10 +362,12 @@ mod tests {
         let mut h = AbsHistogram::new(2048);
         assert_eq!(h.used_bins(0.0), 128);
         h.add(&[1.0], 1.0);
-        assert_eq!(h.used_bins(1.0), 2048);
-        h.add(&[1.5], 1.5);
         assert_eq!(h.range(), 2.0);
-        assert_eq!(h.used_bins(1.5), 1536);
+        // Up to and including the bin the max lands in.
+        assert_eq!(h.used_bins(1.0), 1025);
+        h.add(&[1.5], 1.5);
+        assert_eq!(h.used_bins(1.5), 1537);
+        assert_eq!(h.used_bins(1.9995), 2048);
         assert_eq!(h.used_bins(0.01), 128);
     }
 
@@ -345,7 +378,7 @@ mod tests {
         let mut b = AbsHistogram::new(4);
         b.add(&[-1.0, 0.6], 1.0);
         assert!(a.merge_aligned(&b));
-        assert_eq!(a.counts(), &[1, 0, 1, 2]);
+        assert_eq!(a.counts(), &[1, 1, 2, 0]);
         let mut c = AbsHistogram::new(4);
         c.add(&[2.0], 2.0);
         assert!(!a.merge_aligned(&c));
@@ -360,7 +393,8 @@ mod tests {
             .collect();
         let mut h = AbsHistogram::new(256);
         h.add(&values, 5.003);
-        let per_unit = (256.0 / 5.003f64) as f32;
+        assert_eq!(h.range(), 8.0);
+        let per_unit = 256.0f32 / 8.0;
         let mut expected = vec![0u64; 256];
         for &x in &values {
             expected[((x.abs() * per_unit) as usize).min(255)] += 1;
