@@ -163,9 +163,17 @@ pub fn level_zero_bin(hist: &[u64]) -> Vec<u64> {
 /// if `hist` is shorter than 128 bins or empty. The zero bin is levelled first
 /// ([`level_zero_bin`]).
 pub fn entropy_threshold(hist: &[u64]) -> Option<EntropyChoice> {
+    entropy_threshold_from(hist, INT8_LEVELS)
+}
+
+/// Like [`entropy_threshold`], with candidates of at least `min_bins` bins only.
+pub fn entropy_threshold_from(hist: &[u64], min_bins: usize) -> Option<EntropyChoice> {
     let curve = kl_divergences(&level_zero_bin(hist), INT8_LEVELS);
     let mut best: Option<EntropyChoice> = None;
     for (k, &d) in curve.iter().enumerate() {
+        if INT8_LEVELS + k < min_bins {
+            continue;
+        }
         if best.is_none_or(|b| d < b.divergence) {
             best = Some(EntropyChoice {
                 bins: INT8_LEVELS + k,
@@ -176,16 +184,21 @@ pub fn entropy_threshold(hist: &[u64]) -> Option<EntropyChoice> {
     best
 }
 
+/// Bins of TensorRT's calibration histogram over `[0, absmax]`.
+const TENSORRT_BINS: usize = 2048;
+
 /// The entropy threshold rule over the bins that cover the observed data.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EntropyRule;
 
 impl HistogramRule for EntropyRule {
     fn threshold(&self, hist: &AbsHistogram, absmax: f32) -> f64 {
-        // Bins above the observed max (present after the range grew) are not
-        // candidates: TensorRT's histogram ends at the data's max.
+        // Bins above the observed max are not candidates: TensorRT's histogram ends
+        // at the data's max. Nor are thresholds below TensorRT's smallest, 128 of its
+        // 2048 bins over [0, absmax]: absmax / 16.
         let used = hist.used_bins(absmax);
-        match entropy_threshold(&hist.counts()[..used]) {
+        let min_bins = used.div_ceil(TENSORRT_BINS / INT8_LEVELS).max(INT8_LEVELS);
+        match entropy_threshold_from(&hist.counts()[..used], min_bins) {
             Some(choice) => choice.bins as f64 * hist.bin_width(),
             None => absmax as f64,
         }

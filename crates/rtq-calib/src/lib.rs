@@ -39,8 +39,8 @@ pub use cache::{
 pub use collector::{Calibrator, RangeCollector, RangeStats};
 pub use dataset::{load_file, CalibrationSet, DataOptions, InputSpec, Layout, Sample};
 pub use entropy::{
-    entropy_threshold, kl_divergences, level_zero_bin, EntropyCalibrator, EntropyChoice,
-    EntropyRule, INT8_LEVELS, KL_EPSILON,
+    entropy_threshold, entropy_threshold_from, kl_divergences, level_zero_bin, EntropyCalibrator,
+    EntropyChoice, EntropyRule, INT8_LEVELS, KL_EPSILON,
 };
 pub use error::CalibError;
 pub use hist_collector::{HistogramCollector, HistogramRule};
