@@ -16,10 +16,9 @@ pub struct CalibOptions {
     /// Percentile of |x| kept by the `percentile` calibrator, in (0, 100].
     pub percentile: f64,
     /// Bins of the |x| histogram used by `entropy`, `percentile` and `mse` (128 to
-    /// 16384; default 4096: with the histogram's power-of-two range the data covers
-    /// 2048 to 4096 of them, at least TensorRT's 2048 over `[0, absmax]`). A power of
-    /// two keeps the counts exactly independent of the order and grouping of the
-    /// samples.
+    /// 16384; default 2048, as TensorRT; with the histogram's power-of-two range the
+    /// data covers 1024 to 2048 of them). A power of two keeps the counts exactly
+    /// independent of the order and grouping of the samples.
     pub num_bins: usize,
 }
 
@@ -27,7 +26,7 @@ impl Default for CalibOptions {
     fn default() -> Self {
         CalibOptions {
             percentile: 99.99,
-            num_bins: 4096,
+            num_bins: 2048,
         }
     }
 }
@@ -65,7 +64,7 @@ mod tests {
     fn defaults_are_valid() {
         let o = CalibOptions::default();
         assert_eq!(o.percentile, 99.99);
-        assert_eq!(o.num_bins, 4096);
+        assert_eq!(o.num_bins, 2048);
         assert!(o.validate().is_ok());
     }
 
