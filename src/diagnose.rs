@@ -131,20 +131,21 @@ fn report(
     scales: &HashMap<String, f32>,
     sums: &HashMap<String, Sums>,
 ) -> PerLayerReport {
-    let order = candidate.topo_order().unwrap_or_default();
-    let producer = |name: &str| {
+    let rank: HashMap<rtq_ir::NodeId, usize> = candidate
+        .topo_order()
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, id)| (id, i))
+        .collect();
+    let producer_id = |name: &str| {
         let v = candidate.value_by_name(name)?;
-        let (node, _) = candidate.value(v).producer?;
-        Some(candidate.node(node))
+        Some(candidate.value(v).producer?.0)
     };
+    let producer = |name: &str| producer_id(name).map(|id| candidate.node(id));
     let mut names: Vec<&String> = sums.keys().collect();
-    let position = |name: &str| {
-        producer(name).and_then(|n| {
-            order
-                .iter()
-                .position(|&id| candidate.node(id).name == n.name)
-        })
-    };
+    // Graph inputs first, then by producing node's position in the graph order.
+    let position = |name: &str| producer_id(name).and_then(|id| rank.get(&id).copied());
     names.sort_by_key(|n| (position(n).map_or(0, |p| p + 1), (*n).clone()));
     let layers: Vec<LayerError> = names
         .into_iter()

@@ -6,16 +6,11 @@
 //! on calibration samples, in about log2(nodes) judged models. Deterministic: ties go
 //! by graph order.
 
-use super::{Build, Flow, Transformed};
-use crate::accuracy::evaluate;
+use super::{Build, Transformed};
 use anyhow::{Context, Result};
 use rtq_emit::AccuracyCheck;
 use rtq_ir::{Graph, NodeId};
-use rtq_passes::quant::{plan_int8, Int8Plan, Int8QdqPass};
-use rtq_passes::{InferShapes, Pass};
-
-/// At most this many calibration files judge each bisection step.
-const FALLBACK_FILES: usize = 8;
+use rtq_passes::quant::{plan_int8, Int8Plan};
 
 impl Build<'_> {
     /// Reverts the fewest quantized nodes that bring the build to its target on
@@ -61,12 +56,7 @@ impl Build<'_> {
             ..
         } = transformed;
         calibrated.plan = Some(plan);
-        let Flow::Next(rebuilt) = self.transform(reference, calibrated)? else {
-            unreachable!("--stop-after stops before the accuracy stage");
-        };
-        self.report.accuracy.clear();
-        self.evaluate(&rebuilt)?;
-        Ok(rebuilt)
+        self.rebuild(reference, calibrated)
     }
 
     /// The plan's quantized nodes, noisiest input first (graph order on ties).
@@ -106,19 +96,13 @@ impl Build<'_> {
 
     /// How far the model quantized per `plan` is from the target on calibration samples.
     fn selection_margin(&self, transformed: &Transformed, plan: &Int8Plan) -> Result<f64> {
-        let calibrated = &transformed.calibrated;
-        let (Some(set), Some(result)) = (&calibrated.set, &calibrated.result) else {
-            unreachable!("an INT8 build has calibration data and ranges");
-        };
-        let files =
-            &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(FALLBACK_FILES)..];
-        let reference = &transformed.reference.graph;
-        let mut graph = reference.clone();
-        Int8QdqPass::new(plan, &result.ranges)
-            .run(&mut graph)
-            .and_then(|_| InferShapes.run(&mut graph))
-            .context("quantizing with fallback")?;
-        let report = evaluate(reference, &graph, set, files, "int8")?;
+        let ranges = &transformed
+            .calibrated
+            .result
+            .as_ref()
+            .expect("an INT8 build has ranges")
+            .ranges;
+        let report = self.judge_on_calibration(transformed, plan, ranges, "fallback")?;
         Ok(self.opts.accuracy_target.margin(&report))
     }
 }

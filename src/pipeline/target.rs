@@ -7,18 +7,18 @@
 //! (see `fallback.rs`). A miss that remains is a warning (an error with
 //! `--strict-accuracy`).
 
-use super::{Build, Flow, Precision, Transformed};
+use super::{Build, Calibrated, Flow, Optimized, Precision, Transformed};
 use crate::accuracy::evaluate;
 use anyhow::{Context, Result};
 use rtq_calib::CalibMethod;
 use rtq_emit::{AccuracyCheck, AccuracyReport, MethodTrial};
 use rtq_ir::ValueId;
-use rtq_passes::quant::Int8QdqPass;
+use rtq_passes::quant::{Int8Plan, Int8QdqPass};
 use rtq_passes::{InferShapes, Pass};
 use std::collections::{BTreeMap, HashMap};
 
-/// At most this many calibration files judge the methods against each other.
-const SEARCH_FILES: usize = 8;
+/// At most this many calibration files judge candidate builds (methods, fallbacks).
+const SELECTION_FILES: usize = 8;
 
 impl Build<'_> {
     /// Judges the build against the accuracy target, searching for a better method
@@ -118,11 +118,7 @@ impl Build<'_> {
         candidates: &BTreeMap<CalibMethod, HashMap<ValueId, f32>>,
     ) -> Result<(Vec<MethodTrial>, CalibMethod)> {
         let calibrated = &transformed.calibrated;
-        let (Some(set), Some(plan)) = (&calibrated.set, &calibrated.plan) else {
-            unreachable!("an INT8 build has calibration data, ranges and a plan");
-        };
-        let files =
-            &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(SEARCH_FILES)..];
+        let plan = calibrated.plan.as_ref().expect("an INT8 build has a plan");
         let target = self.opts.accuracy_target;
         let mut trials = Vec::new();
         let mut best = (calibrated.method, f64::NEG_INFINITY);
@@ -133,19 +129,8 @@ impl Build<'_> {
                 .filter(|m| *m != calibrated.method),
         );
         for method in order {
-            let ranges = &candidates[&method];
-            let mut graph = transformed.reference.graph.clone();
-            let mut int8 = Int8QdqPass::new(plan, ranges);
-            int8.run(&mut graph)
-                .and_then(|_| InferShapes.run(&mut graph))
-                .with_context(|| format!("quantizing with the {method} ranges"))?;
-            let report = evaluate(
-                &transformed.reference.graph,
-                &graph,
-                set,
-                files,
-                method.name(),
-            )?;
+            let report =
+                self.judge_on_calibration(transformed, plan, &candidates[&method], method.name())?;
             let trial = trial(method, &report, target.margin(&report));
             if trial.margin > best.1 {
                 best = (method, trial.margin);
@@ -174,12 +159,49 @@ impl Build<'_> {
         let result = calibrated.result.as_ref().expect("INT8 builds calibrate");
         self.report.ranges = self.tensor_ranges(&reference.graph, result);
         self.files = vec![self.cache_file(&reference.graph, result)?];
+        self.rebuild(reference, calibrated)
+    }
+
+    /// The precision transforms again on `reference` with `calibrated`'s (changed)
+    /// ranges or plan, judged anew on the held-out files.
+    pub(super) fn rebuild(
+        &mut self,
+        reference: Optimized,
+        calibrated: Calibrated,
+    ) -> Result<Transformed> {
         let Flow::Next(rebuilt) = self.transform(reference, calibrated)? else {
             unreachable!("--stop-after stops before the accuracy stage");
         };
         self.report.accuracy.clear();
         self.evaluate(&rebuilt)?;
         Ok(rebuilt)
+    }
+
+    /// The FP32 graph quantized per `plan` with `ranges` (INT8 only, FP32 elsewhere),
+    /// judged against FP32 on the last [`SELECTION_FILES`] calibration files: how the
+    /// method search and the fallback compare candidates without touching the
+    /// held-out files.
+    pub(super) fn judge_on_calibration(
+        &self,
+        transformed: &Transformed,
+        plan: &Int8Plan,
+        ranges: &HashMap<ValueId, f32>,
+        what: &str,
+    ) -> Result<AccuracyReport> {
+        let calibrated = &transformed.calibrated;
+        let set = calibrated
+            .set
+            .as_ref()
+            .expect("an INT8 build has calibration data");
+        let files =
+            &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(SELECTION_FILES)..];
+        let reference = &transformed.reference.graph;
+        let mut graph = reference.clone();
+        Int8QdqPass::new(plan, ranges)
+            .run(&mut graph)
+            .and_then(|_| InferShapes.run(&mut graph))
+            .with_context(|| format!("quantizing with the {what} ranges"))?;
+        evaluate(reference, &graph, set, files, what)
     }
 }
 
