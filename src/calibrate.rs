@@ -63,6 +63,60 @@ impl CalibrationResult {
             .collect()
     }
 
+    /// Every observed tensor's statistics, by name (collectors that keep histograms
+    /// only: [`rtq_calib::AllMethodsCalibrator`]'s); `None` otherwise.
+    pub fn statistics(&self, graph: &Graph) -> Option<Vec<(String, rtq_calib::TensorStats)>> {
+        self.collectors
+            .iter()
+            .zip(&self.stats)
+            .map(|(c, (v, _))| Some((graph.value(*v).name.clone(), c.statistics()?)))
+            .collect()
+    }
+
+    /// The result of a calibration that observed what `stats` describes, for `targets`
+    /// (each must be in `stats`, and nothing else), with `calibrator`'s ranges.
+    pub fn from_statistics(
+        graph: &Graph,
+        targets: &[ValueId],
+        stats: &rtq_calib::CalibrationStats,
+        calibrator: &rtq_calib::AllMethodsCalibrator,
+    ) -> Result<CalibrationResult> {
+        let start = Instant::now();
+        let by_name: HashMap<&str, &rtq_calib::TensorStats> =
+            stats.tensors.iter().map(|(n, s)| (n.as_str(), s)).collect();
+        let mut collectors = Vec::with_capacity(targets.len());
+        for &v in targets {
+            let name = &graph.value(v).name;
+            let observed = by_name.get(name.as_str()).with_context(|| {
+                format!(
+                    "no statistics for tensor `{name}`: they were collected on another model \
+                     or with other optimization options"
+                )
+            })?;
+            collectors.push(calibrator.restore(observed)?);
+        }
+        if stats.tensors.len() != targets.len() {
+            let wanted: std::collections::HashSet<&str> = targets
+                .iter()
+                .map(|&v| graph.value(v).name.as_str())
+                .collect();
+            let extra = stats
+                .tensors
+                .iter()
+                .find(|(n, _)| !wanted.contains(n.as_str()))
+                .map_or("", |(n, _)| n.as_str());
+            anyhow::bail!(
+                "the statistics have tensor `{extra}`, which this model does not compute: they \
+                 were collected on another model or with other optimization options"
+            );
+        }
+        let mut result = choose_ranges(graph, targets, &mut collectors)?;
+        result.samples = stats.samples as usize;
+        result.collectors = collectors;
+        result.seconds = start.elapsed().as_secs_f64();
+        Ok(result)
+    }
+
     /// Whether [`CalibrationResult::ranges_for`] can give other methods' ranges.
     pub fn has_all_methods(&self) -> bool {
         self.collectors

@@ -51,6 +51,9 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Measure latency and throughput like trtexec (CPU, or CUDA/TensorRT when built in).
     Bench(commands::bench::BenchArgs),
+    /// Merge or summarise saved calibration statistics (`rtq compile --save-stats`).
+    #[command(subcommand)]
+    Stats(commands::stats::StatsCommand),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => commands::inspect::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(args) => commands::bench::run(args),
+        Command::Stats(command) => commands::stats::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,7 +6,8 @@ use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use rtq::pipeline::{
-    compile, prepare_out_dir, write_outputs, write_report, CompileOptions, CompileOutput, StopAfter,
+    compile, prepare_out_dir, write_outputs, write_report, CompileOptions, CompileOutput, Shard,
+    StopAfter,
 };
 use rtq_calib::{CalibMethod, CalibOptions};
 use rtq_emit::AccuracyTarget;
@@ -73,6 +74,19 @@ pub struct CompileArgs {
     /// Percentile for --calib-method percentile.
     #[arg(long, default_value_t = 99.99)]
     pub percentile: f64,
+    /// Save every observed tensor's calibration statistics (|x| histograms and
+    /// extremes, a versioned JSON file) to FILE, to rebuild later with --stats.
+    #[arg(long, value_name = "FILE")]
+    pub save_stats: Option<PathBuf>,
+    /// Calibrate from saved statistics instead of new forward passes (repeat to merge
+    /// shards); --calib DIR still gives the held-out files for the accuracy check.
+    #[arg(long, value_name = "FILE")]
+    pub stats: Vec<PathBuf>,
+    /// Calibrate only shard INDEX of COUNT (every COUNT-th calibration file, 0-based;
+    /// e.g. $SLURM_ARRAY_TASK_ID/8), save its statistics (--save-stats) and stop; merge
+    /// the shards with `rtq stats merge` or repeated --stats.
+    #[arg(long, value_name = "INDEX/COUNT", value_parser = str::parse::<Shard>)]
+    pub shard: Option<Shard>,
     /// Use at most this many calibration files.
     #[arg(long, value_name = "N")]
     pub calib_samples: Option<usize>,
@@ -212,6 +226,9 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
             ..CalibOptions::default()
         },
         data: args.data.to_options()?,
+        save_stats: args.save_stats.clone(),
+        stats: args.stats.clone(),
+        shard: args.shard,
         max_calib_files: args.calib_samples,
         holdout: args.holdout,
         int8_opts: Int8Options {

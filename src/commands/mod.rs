@@ -6,3 +6,4 @@ pub mod data_args;
 pub mod engine_args;
 pub mod eval;
 pub mod inspect;
+pub mod stats;

@@ -84,56 +84,49 @@ impl Build<'_> {
         }
     }
 
-    /// Opens the calibration data and observes ranges: the build's calibrator for INT8,
-    /// the largest magnitudes (for FP16's overflow guard) for FP16.
+    /// Opens the calibration data and observes ranges: the build's calibrator for INT8
+    /// (or the saved `--stats`), the largest magnitudes (for FP16's overflow guard) for
+    /// FP16. Saves the statistics with `--save-stats`.
     pub fn calibrate(&mut self, optimized: &Optimized) -> Result<Flow<Calibrated>> {
         let opts = self.opts;
-        let Some(dir) = &opts.calib_dir else {
-            return Ok(Flow::Next(Calibrated {
-                set: None,
-                calib_files: Vec::new(),
-                held_out: Vec::new(),
-                method: opts.calib_method,
-                result: None,
-                plan: None,
-            }));
+        let (set, calib_files, held_out) = match &opts.calib_dir {
+            Some(dir) => {
+                let (set, calib, held) = self.open_data(dir)?;
+                (Some(set), calib, held)
+            }
+            None => (None, Vec::new(), Vec::new()),
         };
-        let set = CalibrationSet::open(dir, &opts.data)
-            .with_context(|| format!("reading calibration data in {}", dir.display()))?;
-        if let Some(n) = opts.holdout.filter(|&n| n > 0 && n >= set.len()) {
-            bail!(
-                "--holdout {n}: {} has only {} calibration file(s), and at least one must be left \
-                 for calibration",
-                set.dir().display(),
-                set.len()
-            );
-        }
-        let (calib_files, held_out) = split_files(set.len(), opts.holdout, opts.max_calib_files);
-        if calib_files.is_empty() {
-            bail!(
-                "{}: no calibration files left after holding out {} for evaluation",
-                set.dir().display(),
-                held_out.len()
-            );
-        }
         let graph = &optimized.graph;
         let precision = opts.precision();
-        let plan = if precision.is_int8() {
-            Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
-        } else if precision.has_fp16() {
-            None
-        } else {
+        let nothing_to_observe = !precision.is_int8() && !precision.has_fp16();
+        if nothing_to_observe || (set.is_none() && opts.stats.is_empty()) {
             // An FP32 build does not use calibration data.
             return Ok(Flow::Next(Calibrated {
-                set: Some(set),
+                set,
                 calib_files,
                 held_out,
                 method: opts.calib_method,
                 result: None,
                 plan: None,
             }));
+        }
+        let plan = if precision.is_int8() {
+            Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
+        } else {
+            None
         };
-        let (method, result) = self.observe(graph, &set, &calib_files)?;
+        let (method, result) = if opts.stats.is_empty() {
+            let set = set.as_ref().expect("checked above");
+            self.observe(graph, set, &calib_files)?
+        } else {
+            let targets = float_activations(graph);
+            let split = set.as_ref().map(|s| (s, &calib_files[..], &held_out[..]));
+            let method = opts.calib_method;
+            (method, self.load_stats(graph, &targets, method, split)?)
+        };
+        if let (Some(path), Some(set)) = (&opts.save_stats, &set) {
+            self.save_stats(path, graph, &result, set, &calib_files)?;
+        }
         let mut files = Vec::new();
         if precision.is_int8() {
             self.report.ranges = self.tensor_ranges(graph, &result);
@@ -147,7 +140,7 @@ impl Build<'_> {
         }
         self.files = files;
         Ok(Flow::Next(Calibrated {
-            set: Some(set),
+            set,
             calib_files,
             held_out,
             method,
@@ -156,9 +149,47 @@ impl Build<'_> {
         }))
     }
 
+    /// Opens the calibration data in `dir` and splits its files into (calibration,
+    /// held-out) index lists; with `--shard`, this shard's share of the former.
+    fn open_data(&self, dir: &std::path::Path) -> Result<(CalibrationSet, Vec<usize>, Vec<usize>)> {
+        let opts = self.opts;
+        let set = CalibrationSet::open(dir, &opts.data)
+            .with_context(|| format!("reading calibration data in {}", dir.display()))?;
+        if let Some(n) = opts.holdout.filter(|&n| n > 0 && n >= set.len()) {
+            bail!(
+                "--holdout {n}: {} has only {} calibration file(s), and at least one must be left \
+                 for calibration",
+                set.dir().display(),
+                set.len()
+            );
+        }
+        let (mut calib_files, held_out) =
+            split_files(set.len(), opts.holdout, opts.max_calib_files);
+        if calib_files.is_empty() {
+            bail!(
+                "{}: no calibration files left after holding out {} for evaluation",
+                set.dir().display(),
+                held_out.len()
+            );
+        }
+        if let Some(shard) = opts.shard {
+            let total = calib_files.len();
+            calib_files = shard.select(&calib_files);
+            if calib_files.is_empty() {
+                bail!(
+                    "--shard {}/{}: {} has only {total} calibration file(s), none for this shard",
+                    shard.index,
+                    shard.count,
+                    set.dir().display()
+                );
+            }
+        }
+        Ok((set, calib_files, held_out))
+    }
+
     /// Streams the calibration files through `graph`: the build's method for INT8 (every
-    /// method's statistics with the method search), the largest magnitudes (for FP16's
-    /// overflow guard) otherwise.
+    /// method's statistics with the method search or `--save-stats`), the largest
+    /// magnitudes (for FP16's overflow guard) otherwise.
     fn observe(
         &mut self,
         graph: &Graph,
@@ -172,7 +203,8 @@ impl Build<'_> {
         } else {
             CalibMethod::Max
         };
-        let calibrator: Box<dyn rtq_calib::Calibrator> = if opts.method_search && int8 {
+        let keep_histograms = opts.method_search || opts.save_stats.is_some();
+        let calibrator: Box<dyn rtq_calib::Calibrator> = if keep_histograms && int8 {
             Box::new(AllMethodsCalibrator::new(method, &opts.calib)?)
         } else {
             method.calibrator(&opts.calib)?

@@ -13,13 +13,15 @@ mod options;
 pub mod output;
 mod passes;
 mod precision;
+mod statistics;
 mod target;
 
 pub use calibration::{float_activations, split_files, Calibrated};
 pub use optimize::{Loaded, Optimized};
-pub use options::{CompileOptions, Precision, Stage, StopAfter};
+pub use options::{CompileOptions, Precision, Shard, Stage, StopAfter};
 pub use output::{prepare_out_dir, weight_bytes_by_dtype, write_outputs, write_report};
 pub use precision::Transformed;
+pub use statistics::{read_and_merge, read_stats};
 
 /// The accuracy check of a built model against FP32 (also `rtq eval`).
 pub use crate::accuracy::evaluate;

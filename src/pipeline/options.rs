@@ -131,7 +131,9 @@ impl StopAfter {
     pub fn check(self, opts: &CompileOptions) -> Result<()> {
         let precision = opts.precision();
         let reason = match self {
-            StopAfter::Stage(Stage::Calibrate) if opts.calib_dir.is_none() => {
+            StopAfter::Stage(Stage::Calibrate)
+                if opts.calib_dir.is_none() && opts.stats.is_empty() =>
+            {
                 "this build calibrates nothing (no --calib)"
             }
             StopAfter::Stage(Stage::Quantize) if precision == Precision::Fp32 => {
@@ -155,6 +157,45 @@ impl StopAfter {
             StopAfter::Stage(stage) => stage.name(),
             StopAfter::Pass(pass) => pass,
         }
+    }
+}
+
+/// `--shard INDEX/COUNT`: this build calibrates on every COUNT-th calibration file,
+/// starting at INDEX (0-based), and saves the statistics for a later merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based index of this shard.
+    pub index: usize,
+    /// Number of shards.
+    pub count: usize,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Shard, String> {
+        let parsed = text
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.trim().parse().ok()?, n.trim().parse().ok()?)));
+        match parsed {
+            Some((index, count)) if count > 0 && index < count => Ok(Shard { index, count }),
+            _ => Err(format!(
+                "`{text}` is not INDEX/COUNT with 0 <= INDEX < COUNT (e.g. 0/8, as a Slurm array \
+                 task id or a Kubernetes completion index counts)"
+            )),
+        }
+    }
+}
+
+impl Shard {
+    /// This shard's share of `files`: every `count`-th one, from the `index`-th.
+    pub fn select(self, files: &[usize]) -> Vec<usize> {
+        files
+            .iter()
+            .copied()
+            .skip(self.index)
+            .step_by(self.count)
+            .collect()
     }
 }
 
@@ -184,6 +225,12 @@ pub struct CompileOptions {
     pub calib: CalibOptions,
     /// How calibration files are read.
     pub data: DataOptions,
+    /// Save every observed tensor's calibration statistics here (`--save-stats`).
+    pub save_stats: Option<PathBuf>,
+    /// Calibrate from these saved statistics (merged) instead of forward passes.
+    pub stats: Vec<PathBuf>,
+    /// Calibrate on one shard of the calibration files and stop (`--shard`).
+    pub shard: Option<Shard>,
     /// At most this many files for calibration (after the held-out ones).
     pub max_calib_files: Option<usize>,
     /// Files held out for the accuracy check (`None` = 20%, at most 16).
@@ -214,9 +261,10 @@ impl CompileOptions {
 
     /// Fails on option combinations that cannot work, before any work is done.
     pub fn validate(&self) -> Result<()> {
-        if self.int8 && self.calib_dir.is_none() {
-            bail!("--int8 needs calibration data: pass --calib DIR");
+        if self.int8 && self.calib_dir.is_none() && self.stats.is_empty() {
+            bail!("--int8 needs calibration data: pass --calib DIR (or saved --stats FILE)");
         }
+        self.validate_statistics()?;
         let unknown = self.optimize.unknown_disabled();
         if !unknown.is_empty() {
             bail!(
@@ -237,6 +285,51 @@ impl CompileOptions {
         }
     }
 
+    /// The checks of `--save-stats`, `--stats` and `--shard`.
+    fn validate_statistics(&self) -> Result<()> {
+        let flag = if !self.stats.is_empty() {
+            "--stats"
+        } else if self.save_stats.is_some() {
+            "--save-stats"
+        } else if self.shard.is_some() {
+            "--shard"
+        } else {
+            return Ok(());
+        };
+        if !self.int8 {
+            bail!("{flag}: statistics are INT8 calibration's (add --int8)");
+        }
+        if !self.stats.is_empty() && (self.save_stats.is_some() || self.shard.is_some()) {
+            bail!(
+                "--stats: calibration statistics are read, not collected: --save-stats and \
+                 --shard need calibration forward passes (merge saved files with `rtq stats merge`)"
+            );
+        }
+        if let Some(shard) = self.shard {
+            if self.save_stats.is_none() {
+                bail!(
+                    "--shard {}/{}: a shard's statistics are only useful saved: add --save-stats FILE",
+                    shard.index,
+                    shard.count
+                );
+            }
+            if self.calib_dir.is_none() {
+                bail!("--shard: pass the calibration data with --calib DIR");
+            }
+            if let Some(stop) = self
+                .stop_after
+                .filter(|s| *s != StopAfter::Stage(Stage::Calibrate))
+            {
+                bail!(
+                    "--shard stops after calibration (the statistics are partial); it cannot \
+                     --stop-after {}",
+                    stop.name()
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The model file's stem, which names the outputs.
     pub fn stem(&self) -> String {
         self.model
@@ -249,6 +342,7 @@ impl CompileOptions {
     /// Whether `--stop-after` names `stage`.
     pub fn stops_after(&self, stage: Stage) -> bool {
         self.stop_after == Some(StopAfter::Stage(stage))
+            || (stage == Stage::Calibrate && self.shard.is_some())
     }
 }
 
@@ -266,6 +360,19 @@ mod tests {
         );
         assert!(Precision::Int8Fp16.is_int8() && Precision::Int8Fp16.has_fp16());
         assert!(!Precision::Fp16.is_int8() && !Precision::Int8.has_fp16());
+    }
+
+    #[test]
+    fn shards_parse_and_split_files_without_overlap() {
+        assert_eq!("2/8".parse(), Ok(Shard { index: 2, count: 8 }));
+        for bad in ["8/8", "1/0", "x/2", "3"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+        let files: Vec<usize> = (0..10).collect();
+        let parts: Vec<Vec<usize>> = (0..3)
+            .map(|index| Shard { index, count: 3 }.select(&files))
+            .collect();
+        assert_eq!(parts, [vec![0, 3, 6, 9], vec![1, 4, 7], vec![2, 5, 8]]);
     }
 
     #[test]

@@ -6,7 +6,9 @@ use crate::hist_collector::{HistogramCollector, HistogramRule};
 use crate::histogram::AbsHistogram;
 use crate::mse::MseRule;
 use crate::percentile::PercentileRule;
-use crate::{CalibError, CalibMethod, CalibOptions, Calibrator, RangeCollector, RangeStats};
+use crate::{
+    CalibError, CalibMethod, CalibOptions, Calibrator, RangeCollector, RangeStats, TensorStats,
+};
 
 /// The threshold rule of a [`CalibMethod`] (`max`: the observed maximum).
 #[derive(Debug, Clone, Copy)]
@@ -57,6 +59,30 @@ impl AllMethodsCalibrator {
     }
 }
 
+impl AllMethodsCalibrator {
+    /// A collector that has already observed what `stats` describes (saved by
+    /// [`RangeCollector::statistics`]); fails if its histogram has another bin count.
+    pub fn restore(&self, stats: &TensorStats) -> Result<Box<dyn RangeCollector>, CalibError> {
+        if stats.histogram.num_bins() != self.num_bins {
+            return Err(CalibError::InvalidOption {
+                option: "num_bins",
+                reason: format!(
+                    "the statistics have {}-bin histograms, the calibrator {} bins",
+                    stats.histogram.num_bins(),
+                    self.num_bins
+                ),
+            });
+        }
+        Ok(Box::new(AllMethodsCollector {
+            inner: HistogramCollector::from_stats(
+                stats,
+                MethodRule::new(self.primary, self.percentile),
+            ),
+            percentile: self.percentile,
+        }))
+    }
+}
+
 impl Calibrator for AllMethodsCalibrator {
     fn name(&self) -> &'static str {
         self.primary.name()
@@ -102,6 +128,10 @@ impl RangeCollector for AllMethodsCollector {
     fn noise_ratio(&self, amax: f32) -> Option<f64> {
         self.inner.noise_ratio(amax)
     }
+
+    fn statistics(&self) -> Option<TensorStats> {
+        self.inner.statistics()
+    }
 }
 
 #[cfg(test)]
@@ -140,5 +170,20 @@ mod tests {
                 assert_eq!(multi.amax().unwrap(), amax, "the primary's range");
             }
         }
+        // Restored from its statistics, a collector picks the same ranges and stats.
+        let restored = all.restore(&multi.statistics().unwrap()).unwrap();
+        assert_eq!(restored.stats(), multi.stats());
+        for method in CalibMethod::ALL {
+            assert_eq!(
+                restored.amax_for(method).unwrap().unwrap(),
+                multi.amax_for(method).unwrap().unwrap()
+            );
+        }
+        let other = CalibOptions {
+            num_bins: 1024,
+            ..CalibOptions::default()
+        };
+        let narrow = AllMethodsCalibrator::new(CalibMethod::Mse, &other).unwrap();
+        assert!(narrow.restore(&multi.statistics().unwrap()).is_err());
     }
 }

@@ -35,6 +35,11 @@ pub trait RangeCollector: Send {
         let _ = method;
         None
     }
+    /// Everything observed, where the collector keeps a histogram (to save and merge,
+    /// see [`crate::CalibrationStats`]); `None` otherwise.
+    fn statistics(&self) -> Option<crate::TensorStats> {
+        None
+    }
     /// The quantization noise of the range `amax` relative to the signal,
     /// `E[(x - q(x))^2] / E[x^2]` over what was observed, where the collector keeps a
     /// histogram to tell; `None` otherwise. Ranks tensors by how much INT8 hurts them.

@@ -136,6 +136,12 @@ pub enum CalibError {
         /// What is unknown or unsupported.
         reason: String,
     },
+    /// A calibration statistics file is malformed or cannot be merged.
+    #[error("calibration statistics: {reason}")]
+    Stats {
+        /// What is wrong.
+        reason: String,
+    },
     /// A file could not be decoded (corrupt npy/npz/image, unsupported content).
     #[error("{}: {reason}", file.display())]
     Decode {

@@ -34,6 +34,16 @@ impl<R: HistogramRule> HistogramCollector<R> {
         }
     }
 
+    /// A collector that has already observed what `stats` describes.
+    pub fn from_stats(stats: &crate::TensorStats, rule: R) -> Self {
+        HistogramCollector {
+            hist: stats.histogram.clone(),
+            observed: Observed::from_parts(stats.min, stats.max, stats.count),
+            rule,
+            cached: Cell::new(None),
+        }
+    }
+
     /// The histogram collected so far.
     pub fn histogram(&self) -> &AbsHistogram {
         &self.hist
@@ -95,6 +105,16 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
 
     fn stats(&self) -> RangeStats {
         self.observed.stats(self.amax().unwrap_or(0.0))
+    }
+
+    fn statistics(&self) -> Option<crate::TensorStats> {
+        let s = self.observed.stats(0.0);
+        Some(crate::TensorStats {
+            min: s.min,
+            max: s.max,
+            count: s.count,
+            histogram: self.hist.clone(),
+        })
     }
 
     fn noise_ratio(&self, amax: f32) -> Option<f64> {

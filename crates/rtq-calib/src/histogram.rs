@@ -99,20 +99,42 @@ impl AbsHistogram {
         add_counts(&mut self.counts, &counted.counts);
     }
 
-    /// Adds the counts of `other`, which must have the same bin count and range.
+    /// Adds the counts of `other`, which must have the same bin count: the narrower
+    /// of the two is first widened to the other's range (both are powers of two, so
+    /// widening merges bin pairs exactly), so the result is the histogram of both
+    /// histograms' values, whatever their ranges and in either order.
     ///
-    /// Returns `false` (and adds nothing) if the two are not aligned.
-    pub fn merge_aligned(&mut self, other: &AbsHistogram) -> bool {
-        if other.counts.len() != self.counts.len()
-            || (other.range != self.range && other.range != 0.0 && self.range != 0.0)
-        {
+    /// Returns `false` (and adds nothing) if the bin counts differ.
+    pub fn merge(&mut self, other: &AbsHistogram) -> bool {
+        if other.counts.len() != self.counts.len() {
             return false;
         }
-        if self.range == 0.0 {
-            self.range = other.range;
+        if other.range > self.range {
+            self.widen_to(other.range);
         }
-        add_counts(&mut self.counts, &other.counts);
+        if other.range < self.range && other.range > 0.0 {
+            let mut widened = other.clone();
+            widened.widen_to(self.range);
+            add_counts(&mut self.counts, &widened.counts);
+        } else {
+            add_counts(&mut self.counts, &other.counts);
+        }
         true
+    }
+
+    /// A histogram from saved parts: `counts` (at most `num_bins`, the rest zero)
+    /// over `[0, range]`. `None` unless `range` is 0 or a positive power of two
+    /// (with `range` 0, only bin 0 may be non-zero).
+    pub fn from_parts(num_bins: usize, range: f64, counts: &[u64]) -> Option<AbsHistogram> {
+        let power_of_two =
+            range > 0.0 && range.is_finite() && power_of_two_above(range / 2.0) == range;
+        let zero_only = range == 0.0 && counts.iter().skip(1).all(|&c| c == 0);
+        if num_bins == 0 || counts.len() > num_bins || !(power_of_two || zero_only) {
+            return None;
+        }
+        let mut all = counts.to_vec();
+        all.resize(num_bins, 0);
+        Some(AbsHistogram { counts: all, range })
     }
 
     /// Number of leading bins up to and including the one `absmax` lands in, at
@@ -142,20 +164,37 @@ impl AbsHistogram {
             return;
         }
         while absmax >= self.range {
-            let n = self.counts.len();
-            for j in 0..n.div_ceil(2) {
-                let hi = if 2 * j + 1 < n {
-                    self.counts[2 * j + 1]
-                } else {
-                    0
-                };
-                self.counts[j] = self.counts[2 * j] + hi;
-            }
-            for c in &mut self.counts[n.div_ceil(2)..] {
-                *c = 0;
-            }
-            self.range *= 2.0;
+            self.double();
         }
+    }
+
+    /// Grows the range (doubling, merging bin pairs) to `range`, a power of two; a
+    /// histogram without a range (only zeros so far) takes it as it is.
+    fn widen_to(&mut self, range: f64) {
+        if self.range <= 0.0 {
+            self.range = range;
+            return;
+        }
+        while self.range < range {
+            self.double();
+        }
+    }
+
+    /// Doubles the range, merging every pair of adjacent bins.
+    fn double(&mut self) {
+        let n = self.counts.len();
+        for j in 0..n.div_ceil(2) {
+            let hi = if 2 * j + 1 < n {
+                self.counts[2 * j + 1]
+            } else {
+                0
+            };
+            self.counts[j] = self.counts[2 * j] + hi;
+        }
+        for c in &mut self.counts[n.div_ceil(2)..] {
+            *c = 0;
+        }
+        self.range *= 2.0;
     }
 }
 
@@ -372,17 +411,42 @@ mod tests {
     }
 
     #[test]
-    fn merge_aligned_requires_same_layout() {
-        let mut a = AbsHistogram::new(4);
-        a.add(&[1.0, 0.1], 1.0);
-        let mut b = AbsHistogram::new(4);
-        b.add(&[-1.0, 0.6], 1.0);
-        assert!(a.merge_aligned(&b));
-        assert_eq!(a.counts(), &[1, 1, 2, 0]);
-        let mut c = AbsHistogram::new(4);
-        c.add(&[2.0], 2.0);
-        assert!(!a.merge_aligned(&c));
-        assert!(!a.merge_aligned(&AbsHistogram::new(5)));
+    fn merging_equals_one_histogram_of_all_values() {
+        // Three groups of values with different ranges, merged in every order.
+        let groups: [&[f32]; 3] = [&[0.3, -0.1, 0.0], &[5.5, -2.0], &[0.0, 0.0]];
+        let mut all = AbsHistogram::new(64);
+        for g in groups {
+            let absmax = g.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            all.add(g, absmax);
+        }
+        let parts: Vec<AbsHistogram> = groups
+            .iter()
+            .map(|g| {
+                let mut h = AbsHistogram::new(64);
+                h.add(g, g.iter().fold(0.0f32, |m, x| m.max(x.abs())));
+                h
+            })
+            .collect();
+        for order in [[0, 1, 2], [2, 1, 0], [1, 0, 2], [2, 0, 1]] {
+            let mut merged = AbsHistogram::new(64);
+            for i in order {
+                assert!(merged.merge(&parts[i]));
+            }
+            assert_eq!(merged, all, "{order:?}");
+        }
+        assert!(!all.clone().merge(&AbsHistogram::new(65)));
+    }
+
+    #[test]
+    fn from_parts_accepts_only_power_of_two_ranges() {
+        let h = AbsHistogram::from_parts(8, 4.0, &[1, 2]).unwrap();
+        assert_eq!(h.counts(), &[1, 2, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(h.range(), 4.0);
+        assert!(AbsHistogram::from_parts(8, 3.0, &[1]).is_none());
+        assert!(AbsHistogram::from_parts(2, 4.0, &[1, 2, 3]).is_none());
+        assert!(AbsHistogram::from_parts(4, 0.0, &[5]).is_some());
+        assert!(AbsHistogram::from_parts(4, 0.0, &[5, 1]).is_none());
+        assert!(AbsHistogram::from_parts(4, f64::INFINITY, &[1]).is_none());
     }
 
     #[test]

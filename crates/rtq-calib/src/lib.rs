@@ -29,6 +29,7 @@ mod options;
 mod percentile;
 mod registry;
 mod scan;
+mod stats;
 
 pub use all_methods::{AllMethodsCalibrator, MethodRule};
 pub use amax::{MIN_AMAX, ZERO_RANGE_AMAX};
@@ -50,3 +51,4 @@ pub use mse::{histogram_mse, mse_threshold, MseCalibrator, MseChoice, MseRule};
 pub use options::{CalibOptions, MAX_BINS, MIN_BINS};
 pub use percentile::{histogram_percentile, PercentileCalibrator, PercentileRule};
 pub use registry::{calibrator_by_name, calibrator_names, CalibMethod, DEFAULT_CALIBRATOR};
+pub use stats::{CalibrationStats, TensorStats, STATS_FORMAT, STATS_VERSION};

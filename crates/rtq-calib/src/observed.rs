@@ -70,6 +70,14 @@ impl Observed {
         self.count += len as u64;
     }
 
+    /// Observations with these extremes over `count` values (none if `count` is 0).
+    pub fn from_parts(min: f32, max: f32, count: u64) -> Observed {
+        Observed {
+            range: (count > 0).then_some(BatchSummary { min, max }),
+            count,
+        }
+    }
+
     /// Largest |x| observed, `None` before the first value.
     pub fn absmax(&self) -> Option<f32> {
         self.range.map(|r| r.absmax())
