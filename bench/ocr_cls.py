@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--eval", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
+    ap.add_argument("--methods", default=",".join(ocr_rec.METHODS),
+                    help="rtq methods to build, comma separated")
     args = ap.parse_args()
     model = cls_model()
     chars = [c for c in ocr_rec.dictionary(ocr_rec.rec_model())[1:-1]
@@ -62,7 +64,8 @@ def main():
     rng = np.random.default_rng(args.seed)
     samples = [sample(rng, chars) for _ in range(args.calib + args.eval)]
     calib, held = samples[:args.calib], samples[args.calib:]
-    rows = ocr_rec.build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort)
+    rows = ocr_rec.build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort,
+                             args.methods.split(","))
     print(f"PP-OCR v2 cls, {args.calib} calibration lines, {len(held)} held-out lines "
           f"(half turned 180 degrees, seed {args.seed})")
     print("| build | direction accuracy |\n|---|---|")

@@ -103,6 +103,8 @@ def main():
     ap.add_argument("--eval", type=int, default=100)
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
+    ap.add_argument("--methods", default=",".join(ocr_rec.METHODS),
+                    help="rtq methods to build, comma separated")
     args = ap.parse_args()
     model = det_model()
     chars = [c for c in ocr_rec.dictionary(ocr_rec.rec_model())[1:-1]
@@ -110,7 +112,8 @@ def main():
     rng = np.random.default_rng(args.seed)
     pages = [page(rng, chars) for _ in range(args.calib + args.eval)]
     calib, held = pages[:args.calib], pages[args.calib:]
-    rows = ocr_rec.build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort)
+    rows = ocr_rec.build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort,
+                             args.methods.split(","))
     boxes = sum(len(b) for _, b in held)
     print(f"PP-OCRv4 det, {args.calib} calibration pages, {len(held)} held-out pages "
           f"({boxes} text boxes, seed {args.seed})")

@@ -98,9 +98,26 @@ def score(model, samples, chars):
     return exact / len(samples), errors / len(samples)
 
 
-def build_all(rtq, model, calib, input_name, no_ort):
-    """Compiles `model` with every rtq INT8 method (and onnxruntime's quantizer unless
-    `no_ort`) on the `calib` arrays; returns (label, model path) rows, FP32 first."""
+METHODS = ["auto", "entropy", "max", "percentile", "mse"]
+
+
+def describe_choice(report_path):
+    """Prints (stderr) the ranges and fallback `auto` chose, and the remedies' cost."""
+    import json
+    with open(report_path) as f:
+        report = json.load(f)
+    check = report.get("accuracy_check") or {}
+    q = check.get("quantized_nodes") or [0, 0]
+    trials = ", ".join(f"{t['method']} {t['margin']:+.4f}" for t in check.get("method_search", []))
+    seconds = sum(t for _, t in report.get("timings", []))
+    print(f"auto: ranges {check.get('method')}, {len(check.get('fallback', []))} node(s) reverted, "
+          f"{q[0]}/{q[1]} quantized; search [{trials}]; {seconds:.1f} s", file=sys.stderr)
+
+
+def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
+    """Compiles `model` with each of rtq's INT8 `methods` (and onnxruntime's quantizer
+    unless `no_ort`) on the `calib` arrays; returns (label, model path) rows, FP32
+    first. Says on stderr what `auto` chose."""
     work = tempfile.mkdtemp(prefix="rtq-ocr-")
     calib_dir = os.path.join(work, "calib")
     os.makedirs(calib_dir)
@@ -108,7 +125,7 @@ def build_all(rtq, model, calib, input_name, no_ort):
         np.save(os.path.join(calib_dir, f"line_{i:03d}.npy"), x)
     stem = os.path.splitext(os.path.basename(model))[0]
     rows = [("FP32", model)]
-    for method in ["auto", "entropy", "max", "percentile", "mse"]:
+    for method in methods:
         out = os.path.join(work, method)
         run = subprocess.run([rtq, "compile", model, "--int8", "--calib", calib_dir,
                               "--calib-method", method, "-o", out, "--quiet"],
@@ -116,6 +133,8 @@ def build_all(rtq, model, calib, input_name, no_ort):
         if run.returncode != 0:
             sys.exit(f"rtq ({method}) failed:\n{run.stderr}")
         label = "rtq INT8 default (auto)" if method == "auto" else f"rtq INT8 {method}"
+        if method == "auto":
+            describe_choice(os.path.join(out, "report.json"))
         rows.append((label, os.path.join(out, f"{stem}_int8.onnx")))
     if not no_ort:
         from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
@@ -144,6 +163,8 @@ def main():
     ap.add_argument("--eval", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
+    ap.add_argument("--methods", default=",".join(METHODS),
+                    help="rtq methods to build, comma separated")
     args = ap.parse_args()
     model = rec_model()
     chars = dictionary(model)
@@ -152,7 +173,8 @@ def main():
     lines = [random_text(rng, font_chars) for _ in range(args.calib + args.eval)]
     samples = [(render(t, rng), t) for t in lines]
     calib, held = samples[:args.calib], samples[args.calib:]
-    rows = build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort)
+    rows = build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort,
+                             args.methods.split(","))
     print(f"PP-OCRv4 rec, {args.calib} calibration lines, {len(held)} held-out lines (seed {args.seed})")
     print(f"| build | lines read exactly | character error rate |\n|---|---|---|")
     for label, path in rows:

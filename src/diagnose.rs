@@ -61,8 +61,9 @@ fn quantized_tensors(candidate: &Graph) -> HashMap<String, f32> {
         .collect()
 }
 
-/// `x` through a symmetric INT8 Q/DQ pair of `scale`.
-fn fake_quantize(x: f32, scale: f32) -> f32 {
+/// `x` through a symmetric INT8 Q/DQ pair of `scale` (round half to even, saturating
+/// to [-128, 127] as ONNX's QuantizeLinear does).
+pub(crate) fn fake_quantize(x: f32, scale: f32) -> f32 {
     (x / scale).round_ties_even().clamp(-128.0, 127.0) * scale
 }
 

@@ -14,6 +14,7 @@ pub mod accuracy;
 pub mod calibrate;
 pub mod diagnose;
 pub mod pipeline;
+pub mod range_choice;
 
 /// Build facts recorded by build.rs (git revision, enabled features).
 pub mod build_info {

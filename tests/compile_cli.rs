@@ -160,7 +160,8 @@ fn int8_with_fp16_builds_a_mixed_model_with_half_scales_and_biases() {
 
 #[test]
 fn every_calibration_method_builds() {
-    for method in ["entropy", "max", "percentile", "mse"] {
+    let mut ranges: Vec<Vec<(String, f64)>> = Vec::new();
+    for method in ["entropy", "max", "percentile", "mse", "per-tensor"] {
         let out = tempfile::tempdir().unwrap();
         compile_ok(
             &demo_model(),
@@ -181,6 +182,16 @@ fn every_calibration_method_builds() {
                 .unwrap();
         assert_eq!(report["quantization"]["method"], method);
         assert_eq!(report["quantization"]["samples"], 8);
+        let amax = |r: &serde_json::Value| {
+            (r["tensor"].as_str().unwrap().to_string(), r["amax"].as_f64().unwrap())
+        };
+        ranges.push(report["ranges"].as_array().unwrap().iter().map(amax).collect());
+    }
+    // Per tensor, every range is one of the four methods' for that tensor.
+    let (per_tensor, methods) = ranges.split_last().unwrap();
+    for (i, (tensor, amax)) in per_tensor.iter().enumerate() {
+        let options: Vec<f64> = methods.iter().map(|m| m[i].1).collect();
+        assert!(options.contains(amax), "{tensor}: {amax} not in {options:?}");
     }
 }
 

@@ -22,6 +22,8 @@ pub enum MethodChoice {
     Auto,
     /// This method, as asked (no search).
     Fixed(CalibMethod),
+    /// Each tensor's range among every method's, by the error at its consumers.
+    PerTensor,
 }
 
 /// `--calib-method`: `auto` and the calibrators' names, each with its description.
@@ -31,11 +33,15 @@ fn calib_method_parser() -> impl TypedValueParser<Value = MethodChoice> {
          with FP32 (same statistics, no new calibration pass)",
     );
     let fixed = CalibMethod::ALL.map(|m| PossibleValue::new(m.name()).help(m.description()));
-    PossibleValuesParser::new(std::iter::once(auto).chain(fixed)).map(|name| {
-        match name.parse::<CalibMethod>() {
-            Ok(method) => MethodChoice::Fixed(method),
-            Err(_) => MethodChoice::Auto,
-        }
+    let per_tensor = PossibleValue::new("per-tensor").help(
+        "each activation's range among the methods' by the error it causes in the outputs \
+         of the nodes that read it (measured on 8 calibration files)",
+    );
+    let names = std::iter::once(auto).chain(fixed).chain([per_tensor]);
+    PossibleValuesParser::new(names).map(|name| match name.parse::<CalibMethod>() {
+        Ok(method) => MethodChoice::Fixed(method),
+        Err(_) if name == "per-tensor" => MethodChoice::PerTensor,
+        Err(_) => MethodChoice::Auto,
     })
 }
 
@@ -215,9 +221,10 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         int8: args.int8,
         calib_dir: args.calib.clone(),
         calib_method: match args.calib_method {
-            MethodChoice::Auto => CalibMethod::default(),
+            MethodChoice::Auto | MethodChoice::PerTensor => CalibMethod::default(),
             MethodChoice::Fixed(method) => method,
         },
+        per_tensor_ranges: args.calib_method == MethodChoice::PerTensor,
         method_search: args.calib_method == MethodChoice::Auto,
         accuracy_target: args.accuracy_target,
         strict_accuracy: args.strict_accuracy,

@@ -9,6 +9,30 @@ use rtq_calib::{AllMethodsCalibrator, CalibMethod, CalibrationCache, Calibration
 use rtq_emit::TensorRange;
 use rtq_ir::{DType, Graph, QuantParams, ScaleFormat, ValueId};
 use rtq_passes::quant::{plan_int8, Int8Options, Int8Plan};
+use std::collections::BTreeMap;
+
+/// At most this many calibration files measure the errors of `--calib-method per-tensor`.
+const PER_TENSOR_FILES: usize = 8;
+
+/// Where a build's ranges come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RangeSource {
+    /// One calibration method's ranges for every tensor.
+    Method(CalibMethod),
+    /// Each tensor's range among the methods' by the error at its consumers
+    /// ([`crate::range_choice`]).
+    PerTensor,
+}
+
+impl RangeSource {
+    /// The name in reports: the method's, or `per-tensor`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RangeSource::Method(method) => method.name(),
+            RangeSource::PerTensor => "per-tensor",
+        }
+    }
+}
 
 /// The calibration data of a build and what was observed on it.
 pub struct Calibrated {
@@ -18,8 +42,8 @@ pub struct Calibrated {
     pub calib_files: Vec<usize>,
     /// Indices of the files held out for the accuracy check.
     pub held_out: Vec<usize>,
-    /// The method whose ranges `result.ranges` holds.
-    pub method: CalibMethod,
+    /// Where the ranges `result.ranges` holds come from.
+    pub method: RangeSource,
     /// Ranges and statistics observed; `None` when nothing was calibrated.
     pub result: Option<CalibrationResult>,
     /// What the INT8 transform will quantize (INT8 builds).
@@ -105,7 +129,7 @@ impl Build<'_> {
                 set,
                 calib_files,
                 held_out,
-                method: opts.calib_method,
+                method: RangeSource::Method(opts.calib_method),
                 result: None,
                 plan: None,
             }));
@@ -123,6 +147,14 @@ impl Build<'_> {
             let split = set.as_ref().map(|s| (s, &calib_files[..], &held_out[..]));
             let method = opts.calib_method;
             (method, self.load_stats(graph, &targets, method, split)?)
+        };
+        let mut result = result;
+        let method = if opts.per_tensor_ranges && precision.is_int8() {
+            let plan = plan.as_ref().expect("INT8 builds plan");
+            self.per_tensor_ranges(graph, plan, set.as_ref(), &calib_files, &mut result)?;
+            RangeSource::PerTensor
+        } else {
+            RangeSource::Method(method)
         };
         if let (Some(path), Some(set)) = (&opts.save_stats, &set) {
             self.save_stats(path, graph, &result, set, &calib_files)?;
@@ -203,7 +235,8 @@ impl Build<'_> {
         } else {
             CalibMethod::Max
         };
-        let keep_histograms = opts.method_search || opts.save_stats.is_some();
+        let keep_histograms =
+            opts.method_search || opts.per_tensor_ranges || opts.save_stats.is_some();
         let calibrator: Box<dyn rtq_calib::Calibrator> = if keep_histograms && int8 {
             Box::new(AllMethodsCalibrator::new(method, &opts.calib)?)
         } else {
@@ -220,6 +253,49 @@ impl Build<'_> {
         )?;
         self.lap(if int8 { "calibrate" } else { "observe-ranges" });
         Ok((method, result))
+    }
+
+    /// `--calib-method per-tensor`: each quantized activation's range among every
+    /// method's by the error at its consumers, measured on the last
+    /// [`PER_TENSOR_FILES`] calibration files.
+    fn per_tensor_ranges(
+        &mut self,
+        graph: &Graph,
+        plan: &Int8Plan,
+        set: Option<&CalibrationSet>,
+        calib_files: &[usize],
+        result: &mut CalibrationResult,
+    ) -> Result<()> {
+        let Some(set) = set else {
+            bail!(
+                "--calib-method per-tensor measures errors on calibration files: pass --calib DIR"
+            );
+        };
+        let mut candidates = BTreeMap::new();
+        for method in CalibMethod::ALL {
+            let ranges = result
+                .ranges_for(graph, method)
+                .expect("per-tensor builds keep every method's statistics")?;
+            candidates.insert(method, ranges);
+        }
+        let first = CalibMethod::default();
+        let order: Vec<CalibMethod> = std::iter::once(first)
+            .chain(CalibMethod::ALL.into_iter().filter(|m| *m != first))
+            .collect();
+        let files = &calib_files[calib_files.len().saturating_sub(PER_TENSOR_FILES)..];
+        let choice = crate::range_choice::choose_per_tensor(
+            graph,
+            plan,
+            &candidates,
+            &order,
+            set,
+            files,
+            self.scale_format(),
+        )
+        .context("choosing ranges per tensor")?;
+        result.ranges = choice.ranges;
+        self.lap("per-tensor-ranges");
+        Ok(())
     }
 
     /// The report's per-tensor ranges, with the scale as the graph stores it.

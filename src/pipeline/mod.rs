@@ -16,7 +16,7 @@ mod precision;
 mod statistics;
 mod target;
 
-pub use calibration::{float_activations, split_files, Calibrated};
+pub use calibration::{float_activations, split_files, Calibrated, RangeSource};
 pub use optimize::{Loaded, Optimized};
 pub use options::{CompileOptions, Precision, Shard, Stage, StopAfter};
 pub use output::{prepare_out_dir, weight_bytes_by_dtype, write_outputs, write_report};

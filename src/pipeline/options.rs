@@ -217,6 +217,9 @@ pub struct CompileOptions {
     /// When an INT8 build misses `accuracy_target`, compare every method's ranges
     /// (from the same statistics) and keep the best (`--calib-method auto`).
     pub method_search: bool,
+    /// Pick each quantized activation's range among every method's by the error at its
+    /// consumers (`--calib-method per-tensor`, see [`crate::range_choice`]).
+    pub per_tensor_ranges: bool,
     /// The agreement with FP32 the build must keep on the held-out files.
     pub accuracy_target: rtq_emit::AccuracyTarget,
     /// Fail (after writing the outputs) when the target is missed.

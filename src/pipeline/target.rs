@@ -7,7 +7,7 @@
 //! (see `fallback.rs`). A miss that remains is a warning (an error with
 //! `--strict-accuracy`).
 
-use super::{Build, Calibrated, Flow, Optimized, Precision, Transformed};
+use super::{Build, Calibrated, Flow, Optimized, Precision, RangeSource, Transformed};
 use crate::accuracy::evaluate;
 use anyhow::{Context, Result};
 use rtq_calib::CalibMethod;
@@ -110,13 +110,13 @@ impl Build<'_> {
         Ok(transformed)
     }
 
-    /// Every method's ranges applied to the FP32 graph and judged on calibration
-    /// samples; returns the trials and the best method (the current one on a tie).
+    /// Every candidate's ranges applied to the FP32 graph and judged on calibration
+    /// samples; returns the trials and the best candidate (the current one on a tie).
     fn compare_methods(
         &self,
         transformed: &Transformed,
-        candidates: &BTreeMap<CalibMethod, HashMap<ValueId, f32>>,
-    ) -> Result<(Vec<MethodTrial>, CalibMethod)> {
+        candidates: &BTreeMap<RangeSource, HashMap<ValueId, f32>>,
+    ) -> Result<(Vec<MethodTrial>, RangeSource)> {
         let calibrated = &transformed.calibrated;
         let plan = calibrated.plan.as_ref().expect("an INT8 build has a plan");
         let target = self.opts.accuracy_target;
@@ -124,8 +124,9 @@ impl Build<'_> {
         let mut best = (calibrated.method, f64::NEG_INFINITY);
         // The current method first, so that it wins ties.
         let order = std::iter::once(calibrated.method).chain(
-            CalibMethod::ALL
-                .into_iter()
+            candidates
+                .keys()
+                .copied()
                 .filter(|m| *m != calibrated.method),
         );
         for method in order {
@@ -145,7 +146,7 @@ impl Build<'_> {
     fn rebuild_with(
         &mut self,
         transformed: Transformed,
-        method: CalibMethod,
+        method: RangeSource,
         ranges: HashMap<ValueId, f32>,
     ) -> Result<Transformed> {
         let Transformed {
@@ -193,8 +194,7 @@ impl Build<'_> {
             .set
             .as_ref()
             .expect("an INT8 build has calibration data");
-        let files =
-            &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(SELECTION_FILES)..];
+        let files = selection_files(calibrated);
         let reference = &transformed.reference.graph;
         let mut graph = reference.clone();
         Int8QdqPass::new(plan, ranges)
@@ -221,10 +221,15 @@ impl Build<'_> {
     }
 }
 
+/// The calibration files that judge candidate builds: the last [`SELECTION_FILES`].
+pub(super) fn selection_files(calibrated: &Calibrated) -> &[usize] {
+    &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(SELECTION_FILES)..]
+}
+
 /// Every method's ranges from the statistics the calibration kept.
 fn all_ranges(
     transformed: &mut Transformed,
-) -> Result<BTreeMap<CalibMethod, HashMap<ValueId, f32>>> {
+) -> Result<BTreeMap<RangeSource, HashMap<ValueId, f32>>> {
     let graph = &transformed.reference.graph;
     let result = transformed
         .calibrated
@@ -237,13 +242,13 @@ fn all_ranges(
             let ranges = result
                 .ranges_for(graph, method)
                 .expect("checked: every method's statistics were kept")?;
-            Ok((method, ranges))
+            Ok((RangeSource::Method(method), ranges))
         })
         .collect()
 }
 
 /// The search's record of one method.
-fn trial(method: CalibMethod, report: &AccuracyReport, margin: f64) -> MethodTrial {
+fn trial(method: RangeSource, report: &AccuracyReport, margin: f64) -> MethodTrial {
     MethodTrial {
         method: method.name().to_string(),
         samples: report.samples,

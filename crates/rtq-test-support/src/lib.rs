@@ -8,11 +8,13 @@
 mod fixtures;
 mod graph;
 mod node;
+mod npy;
 mod python;
 mod rng;
 
 pub use fixtures::{light_models, pp_ocr_models, python_package_path};
 pub use graph::add_op;
 pub use node::{attrs, node};
+pub use npy::write_npy_f32;
 pub use python::{run_python, run_python_inline, skip_python};
 pub use rng::Rng;
