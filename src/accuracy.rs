@@ -14,34 +14,81 @@ pub fn evaluate(
     files: &[usize],
     variant: &str,
 ) -> Result<AccuracyReport> {
-    let ref_plan =
-        rtq_exec::Plan::new(reference).context("preparing the FP32 graph for evaluation")?;
-    let cand_plan = rtq_exec::Plan::new(candidate)
-        .with_context(|| format!("preparing the {variant} graph for evaluation"))?;
-    let specs = rtq_calib::InputSpec::from_graph(reference)?;
-    let names = ref_plan.output_names();
-    let mut agreements: Vec<OutputAgreement> =
-        names.iter().map(|n| OutputAgreement::new(n)).collect();
-    let mut samples = 0;
-    for &file in files {
-        for sample in set.load(file, &specs)? {
-            let r = ref_plan
-                .run(&sample)
-                .with_context(|| format!("FP32 run on {}", set.files()[file].display()))?;
-            let c = cand_plan
-                .run(&sample)
-                .with_context(|| format!("{variant} run on {}", set.files()[file].display()))?;
-            for ((agg, rt), ct) in agreements.iter_mut().zip(&r).zip(&c) {
-                agg.add(&rt.to_f32_vec(), &ct.to_f32_vec(), rt.shape());
+    let outputs = ReferenceOutputs::compute(reference, set, files)?;
+    outputs.compare(candidate, set, variant)
+}
+
+/// The reference graph's outputs on some files, computed once to judge many
+/// candidates against (the method search and the fallback judge several builds on
+/// the same calibration files).
+pub struct ReferenceOutputs {
+    files: Vec<usize>,
+    names: Vec<String>,
+    /// Per sample, in file order: the reference's outputs.
+    outputs: Vec<Vec<rtq_ir::Tensor>>,
+}
+
+impl ReferenceOutputs {
+    /// Runs `reference` on every sample of `files`.
+    pub fn compute(reference: &Graph, set: &CalibrationSet, files: &[usize]) -> Result<Self> {
+        let plan =
+            rtq_exec::Plan::new(reference).context("preparing the FP32 graph for evaluation")?;
+        let specs = rtq_calib::InputSpec::from_graph(reference)?;
+        let mut outputs = Vec::new();
+        for &file in files {
+            for sample in set.load(file, &specs)? {
+                outputs.push(
+                    plan.run(&sample)
+                        .with_context(|| format!("FP32 run on {}", set.files()[file].display()))?,
+                );
             }
-            samples += 1;
         }
+        Ok(ReferenceOutputs {
+            files: files.to_vec(),
+            names: plan.output_names(),
+            outputs,
+        })
     }
-    Ok(AccuracyReport {
-        variant: variant.to_string(),
-        samples,
-        outputs: agreements.iter().map(OutputAgreement::summary).collect(),
-    })
+
+    /// The files the outputs were computed on.
+    pub fn files(&self) -> &[usize] {
+        &self.files
+    }
+
+    /// Runs `candidate` on the same samples and compares its outputs with these.
+    pub fn compare(
+        &self,
+        candidate: &Graph,
+        set: &CalibrationSet,
+        variant: &str,
+    ) -> Result<AccuracyReport> {
+        let cand_plan = rtq_exec::Plan::new(candidate)
+            .with_context(|| format!("preparing the {variant} graph for evaluation"))?;
+        let specs = rtq_calib::InputSpec::from_graph(candidate)?;
+        let mut agreements: Vec<OutputAgreement> =
+            self.names.iter().map(|n| OutputAgreement::new(n)).collect();
+        let mut reference = self.outputs.iter();
+        let mut samples = 0;
+        for &file in &self.files {
+            for sample in set.load(file, &specs)? {
+                let r = reference
+                    .next()
+                    .context("the reference saw fewer samples")?;
+                let c = cand_plan
+                    .run(&sample)
+                    .with_context(|| format!("{variant} run on {}", set.files()[file].display()))?;
+                for ((agg, rt), ct) in agreements.iter_mut().zip(r).zip(&c) {
+                    agg.add(&rt.to_f32_vec(), &ct.to_f32_vec(), rt.shape());
+                }
+                samples += 1;
+            }
+        }
+        Ok(AccuracyReport {
+            variant: variant.to_string(),
+            samples,
+            outputs: agreements.iter().map(OutputAgreement::summary).collect(),
+        })
+    }
 }
 
 /// Running agreement statistics for one output tensor across samples.

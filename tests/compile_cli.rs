@@ -183,15 +183,28 @@ fn every_calibration_method_builds() {
         assert_eq!(report["quantization"]["method"], method);
         assert_eq!(report["quantization"]["samples"], 8);
         let amax = |r: &serde_json::Value| {
-            (r["tensor"].as_str().unwrap().to_string(), r["amax"].as_f64().unwrap())
+            (
+                r["tensor"].as_str().unwrap().to_string(),
+                r["amax"].as_f64().unwrap(),
+            )
         };
-        ranges.push(report["ranges"].as_array().unwrap().iter().map(amax).collect());
+        ranges.push(
+            report["ranges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(amax)
+                .collect(),
+        );
     }
     // Per tensor, every range is one of the four methods' for that tensor.
     let (per_tensor, methods) = ranges.split_last().unwrap();
     for (i, (tensor, amax)) in per_tensor.iter().enumerate() {
         let options: Vec<f64> = methods.iter().map(|m| m[i].1).collect();
-        assert!(options.contains(amax), "{tensor}: {amax} not in {options:?}");
+        assert!(
+            options.contains(amax),
+            "{tensor}: {amax} not in {options:?}"
+        );
     }
 }
 

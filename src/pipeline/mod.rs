@@ -59,6 +59,9 @@ pub struct Build<'a> {
     files: Vec<(String, Vec<u8>)>,
     timings: Vec<(String, f64)>,
     clock: Instant,
+    /// FP32 outputs on the calibration files that judge candidate builds, computed
+    /// at the first judgement (the reference graph does not change within a build).
+    selection_reference: std::cell::OnceCell<crate::accuracy::ReferenceOutputs>,
 }
 
 impl<'a> Build<'a> {
@@ -77,6 +80,7 @@ impl<'a> Build<'a> {
             files: Vec::new(),
             timings: Vec::new(),
             clock: Instant::now(),
+            selection_reference: std::cell::OnceCell::new(),
         })
     }
 

@@ -8,7 +8,7 @@
 //! `--strict-accuracy`).
 
 use super::{Build, Calibrated, Flow, Optimized, Precision, RangeSource, Transformed};
-use crate::accuracy::evaluate;
+use crate::accuracy::ReferenceOutputs;
 use anyhow::{Context, Result};
 use rtq_calib::CalibMethod;
 use rtq_emit::{AccuracyCheck, AccuracyReport, MethodTrial};
@@ -201,7 +201,15 @@ impl Build<'_> {
             .run(&mut graph)
             .and_then(|_| InferShapes.run(&mut graph))
             .with_context(|| format!("quantizing with the {what} ranges"))?;
-        evaluate(reference, &graph, set, files, what)
+        let outputs = match self.selection_reference.get() {
+            Some(outputs) => outputs,
+            None => {
+                let outputs = ReferenceOutputs::compute(reference, set, files)?;
+                self.selection_reference.get_or_init(|| outputs)
+            }
+        };
+        debug_assert_eq!(outputs.files(), files);
+        outputs.compare(&graph, set, what)
     }
 }
 
