@@ -182,11 +182,11 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
             // Half-precision Q/DQ only exist from this opset on.
             graph.opset = graph.opset.max(HALF_QDQ_OPSET);
         }
-        if node.op_type == "Cast" && node.attr_int("to", 0) == DType::F32.onnx_code() as i64 {
-            graph
-                .node_mut(id)
-                .attrs
-                .insert("to".into(), Attr::Int(DType::F16.onnx_code() as i64));
+        if node.outputs.iter().any(|&o| is_f32(graph, o)) || node.op_type == "Cast" {
+            let input_is_float = node
+                .input(0)
+                .is_some_and(|v| matches!(graph.value(v).dtype, Some(DType::F32 | DType::F16)));
+            retype_attrs(graph.node_mut(id), input_is_float);
         }
         for &o in &node.outputs {
             if is_f32(graph, o) {
@@ -323,6 +323,52 @@ fn insert_cast(graph: &mut Graph, v: ValueId, to: DType) -> ValueId {
     out
 }
 
+/// Rewrites the attributes that set the element type of a node's output, for a node
+/// whose float32 outputs become float16: `Cast`'s `to`; the `value` tensor of
+/// `Constant`/`ConstantOfShape` (ConstantOfShape's default is a float32 zero); the
+/// `dtype` of `EyeLike`, the `Random*` generators and `Bernoulli` (whose `*Like` forms
+/// and EyeLike otherwise follow their input, float only if `input_is_float`).
+fn retype_attrs(node: &mut rtq_ir::Node, input_is_float: bool) {
+    let (f32_code, f16_code) = (DType::F32.onnx_code() as i64, DType::F16.onnx_code() as i64);
+    let op = node.op_type.as_str();
+    match op {
+        "Cast" => {
+            if node.attr_int("to", 0) == f32_code {
+                node.attrs.insert("to".into(), Attr::Int(f16_code));
+            }
+        }
+        "Constant" | "ConstantOfShape" => {
+            let half = match node.attrs.get("value") {
+                Some(Attr::Tensor(t)) if t.dtype() == DType::F32 => Some(to_half(t).0),
+                None if op == "ConstantOfShape" => {
+                    let zero = Tensor::new(vec![1], rtq_ir::TensorData::F16(vec![half::f16::ZERO]));
+                    Some(zero.expect("one value"))
+                }
+                _ => None,
+            };
+            if let Some(t) = half {
+                node.attrs.insert("value".into(), Attr::Tensor(t));
+            }
+        }
+        "EyeLike" | "RandomNormal" | "RandomUniform" | "RandomNormalLike" | "RandomUniformLike"
+        | "Bernoulli" => {
+            let follows_input = op.ends_with("Like") || op == "Bernoulli";
+            let dtype = match node.attrs.get("dtype") {
+                Some(Attr::Int(code)) => Some(*code),
+                _ => None,
+            };
+            let float_out = match dtype {
+                Some(code) => code == f32_code,
+                None => !follows_input || input_is_float,
+            };
+            if float_out {
+                node.attrs.insert("dtype".into(), Attr::Int(f16_code));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Converts an f32 tensor to f16, clamping to ±65504; returns (tensor, clamped, underflowed).
 fn to_half(t: &Tensor) -> (Tensor, usize, usize) {
     let values = t.to_f32_vec();
@@ -352,6 +398,7 @@ fn to_half(t: &Tensor) -> (Tensor, usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Pass;
     use rtq_ir::Dim;
 
     fn graph() -> (Graph, ValueId) {
@@ -395,6 +442,62 @@ mod tests {
         let w16 = g.constant(g.value_by_name("w_fp16").unwrap()).unwrap();
         assert_eq!(w16.dtype(), DType::F16);
         assert_eq!(w16.to_f32_vec(), vec![FP16_MAX]);
+    }
+
+    #[test]
+    fn type_setting_attributes_follow_the_output_to_half() {
+        // shape -> ConstantOfShape(value=2.5f32) -> c ; c + x -> y
+        let mut g = Graph::new("g", 13);
+        let x = g.add_input("x", DType::F32, vec![Dim::Known(2), Dim::Known(3)]);
+        let shape = g.add_constant("shape", Tensor::from_i64(vec![2], vec![2, 3]));
+        let c = g.add_value("c", Some(DType::F32), None);
+        let mut attrs = BTreeMap::new();
+        attrs.insert(
+            "value".to_string(),
+            Attr::Tensor(Tensor::from_f32(vec![1], vec![2.5])),
+        );
+        let fill = g.add_node("fill", "ConstantOfShape", vec![Some(shape)], vec![c], attrs);
+        let d = g.add_value("d", Some(DType::F32), None);
+        let zeros = g.add_node(
+            "zeros",
+            "ConstantOfShape",
+            vec![Some(shape)],
+            vec![d],
+            BTreeMap::new(),
+        );
+        let e = g.add_value("e", Some(DType::F32), None);
+        let eye = g.add_node("eye", "EyeLike", vec![Some(x)], vec![e], BTreeMap::new());
+        let s1 = g.add_value("s1", Some(DType::F32), None);
+        g.add_node(
+            "add1",
+            "Add",
+            vec![Some(c), Some(d)],
+            vec![s1],
+            BTreeMap::new(),
+        );
+        let y = g.add_value("y", Some(DType::F32), None);
+        g.add_node(
+            "add2",
+            "Add",
+            vec![Some(s1), Some(e)],
+            vec![y],
+            BTreeMap::new(),
+        );
+        g.outputs.push(y);
+        convert_fp16(&mut g, &Fp16Options::default()).unwrap();
+        let value = |n: NodeId| match g.node(n).attrs.get("value") {
+            Some(Attr::Tensor(t)) => (t.dtype(), t.to_f32_vec()),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(value(fill), (DType::F16, vec![2.5]));
+        assert_eq!(value(zeros), (DType::F16, vec![0.0]));
+        assert_eq!(
+            g.node(eye).attr_int("dtype", 0),
+            DType::F16.onnx_code() as i64
+        );
+        assert_eq!(g.value(c).dtype, Some(DType::F16));
+        // Shape inference agrees with the declared types.
+        crate::InferShapes.run(&mut g).unwrap();
     }
 
     #[test]
