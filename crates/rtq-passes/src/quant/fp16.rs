@@ -332,10 +332,8 @@ fn retype_attrs(node: &mut rtq_ir::Node, input_is_float: bool) {
     let (f32_code, f16_code) = (DType::F32.onnx_code() as i64, DType::F16.onnx_code() as i64);
     let op = node.op_type.as_str();
     match op {
-        "Cast" => {
-            if node.attr_int("to", 0) == f32_code {
-                node.attrs.insert("to".into(), Attr::Int(f16_code));
-            }
+        "Cast" if node.attr_int("to", 0) == f32_code => {
+            node.attrs.insert("to".into(), Attr::Int(f16_code));
         }
         "Constant" | "ConstantOfShape" => {
             let half = match node.attrs.get("value") {
