@@ -53,6 +53,32 @@ for i in range(24):
     np.savez(f"{CALIB}/s{i:02d}.npz", a=a, b=b)
 "#;
 
+/// Four independent convolutions, each with its own input and output: `a` carries its
+/// signal in rare spikes, `b` is dense with one huge outlier, `c` and `d` are benign.
+const FOUR_BRANCHES: &str = r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+rng = np.random.default_rng(9)
+shape, out = [1, 4, 64, 64], [1, 8, 64, 64]
+nodes, inits = [], []
+for p in "abcd":
+    inits.append(numpy_helper.from_array((rng.standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32), f"w{p}"))
+    nodes.append(helper.make_node("Conv", [p, f"w{p}"], [f"y{p}"], name=f"conv_{p}"))
+g = helper.make_graph(nodes, "four",
+    [helper.make_tensor_value_info(p, TensorProto.FLOAT, shape) for p in "abcd"],
+    [helper.make_tensor_value_info(f"y{p}", TensorProto.FLOAT, out) for p in "abcd"], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
+for i in range(24):
+    a = rng.normal(0, 0.01, shape).astype(np.float32)
+    a.flat[rng.choice(a.size, 1)] = rng.uniform(500, 1000, 1)
+    b = rng.uniform(-1, 1, shape).astype(np.float32)
+    if i == 3:
+        b[0, 0, 0, 0] = 1e4
+    c = rng.uniform(-2, 2, shape).astype(np.float32)
+    d = rng.normal(0, 1, shape).astype(np.float32)
+    np.savez(f"{CALIB}/s{i:02d}.npz", a=a, b=b, c=c, d=d)
+"#;
+
 fn compile(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "compile",
@@ -280,4 +306,67 @@ print(worst)
     );
     let worst: f64 = python_inline(&code).trim().parse().unwrap();
     assert!(worst > 0.99, "worst cosine {worst}");
+}
+
+#[test]
+fn fallback_reverts_exactly_the_branches_an_independent_reference_finds_failing() {
+    if skip_python() {
+        return;
+    }
+    let (_dir, model, calib) = python_model("four.onnx", FOUR_BRANCHES);
+    let out = tempfile::tempdir().unwrap();
+    let run = compile(&model, &calib, out.path(), &["--strict-accuracy"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report = report(out.path());
+    let check = &report["accuracy_check"];
+    // Written out in numpy, without rtq: each branch's conv with its input
+    // fake-quantized at the range rtq chose and its weights quantized per output
+    // channel, judged like rtq's method search and fallback (mean cosine per output
+    // on the last 8 calibration files: 24 files, 4 held out). The outputs are
+    // independent, so the fewest nodes to revert are exactly the failing branches.
+    let ranges: serde_json::Map<String, serde_json::Value> = report["ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["tensor"].as_str().unwrap().to_string(), r["amax"].clone()))
+        .collect();
+    let code = format!(
+        r#"
+import glob, json, numpy as np, onnx
+from onnx import numpy_helper
+m = onnx.load(r"{model}")
+w = {{i.name: numpy_helper.to_array(i) for i in m.graph.initializer}}
+amax = json.loads(r'{ranges}')
+def q(x, s): return np.clip(np.round(x / s), -128, 127) * s
+def conv(x, w): return np.einsum("oc,nchw->nohw", w[:, :, 0, 0], x)
+failing = []
+for p in "abcd":
+    wp = w["w" + p]
+    ws = np.abs(wp).reshape(8, -1).max(1) / 127
+    wq = np.clip(np.round(wp / ws[:, None, None, None]), -127, 127) * ws[:, None, None, None]
+    cos = []
+    for f in sorted(glob.glob(r"{calib}/*.npz"))[12:20]:
+        x = np.load(f)[p].astype(np.float64)
+        y, yq = conv(x, wp).ravel(), conv(q(x, amax[p] / 127), wq).ravel()
+        cos.append(y @ yq / (np.linalg.norm(y) * np.linalg.norm(yq) + 1e-30))
+    if np.mean(cos) < 0.99:
+        failing.append("conv_" + p)
+print(json.dumps(failing))
+"#,
+        model = model.display(),
+        calib = calib.display(),
+        ranges = serde_json::Value::Object(ranges)
+    );
+    let expected: serde_json::Value = serde_json::from_str(python_inline(&code).trim()).unwrap();
+    assert!(
+        !expected.as_array().unwrap().is_empty(),
+        "the model must need a fallback: {check} {}",
+        report["ranges"]
+    );
+    assert_eq!(check["fallback"], expected, "{check}");
+    assert_eq!(check["met"], true, "{check}");
 }
