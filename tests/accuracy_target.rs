@@ -26,58 +26,43 @@ for i in range(20):
     np.save(f"{CALIB}/s{i:02d}.npy", x)
 "#;
 
-/// Two independent convolutions no single calibration method serves: `a`'s signal is
-/// a rare spike (every clipping method loses it), `b` is dense with one huge outlier
-/// in the calibration set (`max` and `mse` keep it and flatten the rest).
-const TWO_BRANCHES: &str = r#"
+/// Independent convolutions, each with its own input and output, that no single
+/// calibration method serves together: `a`'s signal is a rare spike (every clipping
+/// method loses it), `b` is dense with one huge outlier in the calibration set (`max`
+/// and `mse` keep it and flatten the rest); `c` and `d` are benign. Run with `NAMES`
+/// (the branches) and `SEED` set by [`branches`].
+const BRANCHES: &str = r#"
 import numpy as np, onnx
 from onnx import helper, TensorProto, numpy_helper
-rng = np.random.default_rng(4)
+rng = np.random.default_rng(SEED)
 shape, out = [1, 4, 64, 64], [1, 8, 64, 64]
 nodes, inits = [], []
-for p in "ab":
+for p in NAMES:
     inits.append(numpy_helper.from_array((rng.standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32), f"w{p}"))
     nodes.append(helper.make_node("Conv", [p, f"w{p}"], [f"y{p}"], name=f"conv_{p}"))
-g = helper.make_graph(nodes, "two",
-    [helper.make_tensor_value_info(p, TensorProto.FLOAT, shape) for p in "ab"],
-    [helper.make_tensor_value_info(f"y{p}", TensorProto.FLOAT, out) for p in "ab"], inits)
+g = helper.make_graph(nodes, "branches",
+    [helper.make_tensor_value_info(p, TensorProto.FLOAT, shape) for p in NAMES],
+    [helper.make_tensor_value_info(f"y{p}", TensorProto.FLOAT, out) for p in NAMES], inits)
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
 for i in range(24):
     # a: one spike per sample (0.006% of the values) carry its signal.
-    a = rng.normal(0, 0.01, shape).astype(np.float32)
-    a.flat[rng.choice(a.size, 1)] = rng.uniform(500, 1000, 1)
+    x = {"a": rng.normal(0, 0.01, shape).astype(np.float32)}
+    x["a"].flat[rng.choice(x["a"].size, 1)] = rng.uniform(500, 1000, 1)
     # b: a dense signal, with one huge outlier in a single calibration file.
-    b = rng.uniform(-1, 1, shape).astype(np.float32)
+    x["b"] = rng.uniform(-1, 1, shape).astype(np.float32)
     if i == 3:
-        b[0, 0, 0, 0] = 1e4
-    np.savez(f"{CALIB}/s{i:02d}.npz", a=a, b=b)
+        x["b"][0, 0, 0, 0] = 1e4
+    if "c" in NAMES:
+        x["c"] = rng.uniform(-2, 2, shape).astype(np.float32)
+        x["d"] = rng.normal(0, 1, shape).astype(np.float32)
+    np.savez(f"{CALIB}/s{i:02d}.npz", **x)
 "#;
 
-/// Four independent convolutions, each with its own input and output: `a` carries its
-/// signal in rare spikes, `b` is dense with one huge outlier, `c` and `d` are benign.
-const FOUR_BRANCHES: &str = r#"
-import numpy as np, onnx
-from onnx import helper, TensorProto, numpy_helper
-rng = np.random.default_rng(9)
-shape, out = [1, 4, 64, 64], [1, 8, 64, 64]
-nodes, inits = [], []
-for p in "abcd":
-    inits.append(numpy_helper.from_array((rng.standard_normal((8, 4, 1, 1)) * 0.5).astype(np.float32), f"w{p}"))
-    nodes.append(helper.make_node("Conv", [p, f"w{p}"], [f"y{p}"], name=f"conv_{p}"))
-g = helper.make_graph(nodes, "four",
-    [helper.make_tensor_value_info(p, TensorProto.FLOAT, shape) for p in "abcd"],
-    [helper.make_tensor_value_info(f"y{p}", TensorProto.FLOAT, out) for p in "abcd"], inits)
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
-for i in range(24):
-    a = rng.normal(0, 0.01, shape).astype(np.float32)
-    a.flat[rng.choice(a.size, 1)] = rng.uniform(500, 1000, 1)
-    b = rng.uniform(-1, 1, shape).astype(np.float32)
-    if i == 3:
-        b[0, 0, 0, 0] = 1e4
-    c = rng.uniform(-2, 2, shape).astype(np.float32)
-    d = rng.normal(0, 1, shape).astype(np.float32)
-    np.savez(f"{CALIB}/s{i:02d}.npz", a=a, b=b, c=c, d=d)
-"#;
+/// [`BRANCHES`] with the branches `names` (`ab` or `abcd`), data drawn from `seed`.
+fn branches(file_name: &str, names: &str, seed: u64) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let script = format!("NAMES = \"{names}\"\nSEED = {seed}\n{BRANCHES}");
+    python_model(file_name, &script)
+}
 
 fn compile(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
@@ -260,7 +245,7 @@ fn fallback_reverts_the_fewest_nodes_when_no_method_is_enough() {
     if skip_python() {
         return;
     }
-    let (_dir, model, calib) = python_model("two.onnx", TWO_BRANCHES);
+    let (_dir, model, calib) = branches("two.onnx", "ab", 4);
     let out = tempfile::tempdir().unwrap();
     let run = compile(&model, &calib, out.path(), &["--strict-accuracy"]);
     assert!(
@@ -313,7 +298,7 @@ fn fallback_reverts_exactly_the_branches_an_independent_reference_finds_failing(
     if skip_python() {
         return;
     }
-    let (_dir, model, calib) = python_model("four.onnx", FOUR_BRANCHES);
+    let (_dir, model, calib) = branches("four.onnx", "abcd", 9);
     let out = tempfile::tempdir().unwrap();
     let run = compile(&model, &calib, out.path(), &["--strict-accuracy"]);
     assert!(
