@@ -107,11 +107,12 @@ def describe_choice(report_path):
     with open(report_path) as f:
         report = json.load(f)
     check = report.get("accuracy_check") or {}
-    q = check.get("quantized_nodes") or [0, 0]
+    reverted = len(check.get("fallback", []))
+    planned = (report.get("quantization") or {}).get("quantized_nodes", 0) + reverted
     trials = ", ".join(f"{t['method']} {t['margin']:+.4f}" for t in check.get("method_search", []))
     seconds = sum(t for _, t in report.get("timings", []))
-    print(f"auto: ranges {check.get('method')}, {len(check.get('fallback', []))} node(s) reverted, "
-          f"{q[0]}/{q[1]} quantized; search [{trials}]; {seconds:.1f} s", file=sys.stderr)
+    print(f"auto: ranges {check.get('method')}, {reverted} of {planned} quantized node(s) "
+          f"reverted; search [{trials}]; {seconds:.1f} s", file=sys.stderr)
 
 
 def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
