@@ -150,19 +150,21 @@ fn dump_ir_and_pass_statistics_cover_the_precision_passes() {
         .map(|e| e["name"].as_str().unwrap())
         .collect();
     assert_eq!(passes, ["int8-qdq", "fp16", "infer-shapes"]);
-    // The report lists itself once, last, after the model and the cache.
+    // The reports list themselves once, last (the HTML page, then the JSON), after
+    // the model and the cache.
     let outputs: Vec<&str> = report["outputs"]
         .as_array()
         .unwrap()
         .iter()
         .map(|o| o.as_str().unwrap())
         .collect();
-    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    assert_eq!(outputs.len(), 4, "{outputs:?}");
     assert!(
         outputs[0].ends_with("tinyresnet_int8_fp16.onnx"),
         "{outputs:?}"
     );
-    assert!(outputs[2].ends_with("report.json"), "{outputs:?}");
+    assert!(outputs[2].ends_with("report.html"), "{outputs:?}");
+    assert!(outputs[3].ends_with("report.json"), "{outputs:?}");
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 mod calibration;
 mod fallback;
+mod histograms;
 mod optimize;
 mod options;
 pub mod output;

@@ -52,7 +52,12 @@ impl Build<'_> {
     }
 
     /// Emits the finished model, with the files earlier stages produced.
-    pub fn emit(mut self, transformed: Transformed) -> Result<CompileOutput> {
+    pub fn emit(mut self, mut transformed: Transformed) -> Result<CompileOutput> {
+        let calibrated = &mut transformed.calibrated;
+        if let (Some(result), Some(plan)) = (calibrated.result.as_mut(), &calibrated.plan) {
+            self.report.histograms =
+                super::histograms::report_histograms(&transformed.reference.graph, result, plan);
+        }
         let graph = &transformed.graph;
         let emit_opts = EmitOptions {
             metadata: vec![
@@ -111,10 +116,14 @@ pub fn write_outputs(dir: &Path, out: &mut CompileOutput) -> Result<Vec<PathBuf>
     Ok(written)
 }
 
-/// Writes `report` as `dir/report.json` (atomically), listing itself among the outputs.
+/// Writes `report` as `dir/report.json` and `dir/report.html` (each atomically, the
+/// JSON last), listing both among the outputs.
 pub fn write_report(dir: &Path, report: &mut CompileReport) -> Result<PathBuf> {
+    let html = dir.join("report.html");
     let path = dir.join("report.json");
+    report.outputs.push(html.display().to_string());
     report.outputs.push(path.display().to_string());
+    rtq_emit::write_atomic(&html, rtq_emit::render_html(report).as_bytes())?;
     rtq_emit::write_atomic(&path, report.to_json()?.as_bytes())?;
     Ok(path)
 }

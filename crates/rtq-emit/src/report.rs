@@ -36,6 +36,24 @@ pub struct CompileReport {
     pub outputs: Vec<String>,
     /// Wall time of each stage, in seconds, in order.
     pub timings: Vec<(String, f64)>,
+    /// Calibration histograms of a few tensors, for the HTML report (not in the JSON).
+    #[serde(skip)]
+    pub histograms: Vec<TensorHistogram>,
+}
+
+/// One tensor's |x| histogram with every method's range, for the HTML report.
+#[derive(Debug, Clone, Default)]
+pub struct TensorHistogram {
+    /// Tensor name.
+    pub tensor: String,
+    /// Upper end of the plotted range (the bars cover `[0, upper]` evenly).
+    pub upper: f64,
+    /// Count per bar.
+    pub counts: Vec<u64>,
+    /// The range each calibration method picks, by method name.
+    pub thresholds: Vec<(String, f32)>,
+    /// The range the build uses.
+    pub chosen: f32,
 }
 
 /// Node counts and weight bytes before and after compilation.
