@@ -64,6 +64,18 @@ fn branches(file_name: &str, names: &str, seed: u64) -> (tempfile::TempDir, Path
     python_model(file_name, &script)
 }
 
+/// A `--strict-accuracy` build of `model`, which must succeed.
+fn strict_build(model: &Path, calib: &Path) -> tempfile::TempDir {
+    let out = tempfile::tempdir().unwrap();
+    let run = compile(model, calib, out.path(), &["--strict-accuracy"]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    out
+}
+
 fn compile(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec![
         "compile",
@@ -246,13 +258,7 @@ fn fallback_reverts_the_fewest_nodes_when_no_method_is_enough() {
         return;
     }
     let (_dir, model, calib) = branches("two.onnx", "ab", 4);
-    let out = tempfile::tempdir().unwrap();
-    let run = compile(&model, &calib, out.path(), &["--strict-accuracy"]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let out = strict_build(&model, &calib);
     let check = report(out.path())["accuracy_check"].clone();
     assert_eq!(check["met"], true, "{check}");
     // Every method alone misses the target on the calibration samples...
@@ -299,13 +305,7 @@ fn fallback_reverts_exactly_the_branches_an_independent_reference_finds_failing(
         return;
     }
     let (_dir, model, calib) = branches("four.onnx", "abcd", 9);
-    let out = tempfile::tempdir().unwrap();
-    let run = compile(&model, &calib, out.path(), &["--strict-accuracy"]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let out = strict_build(&model, &calib);
     let report = report(out.path());
     let check = &report["accuracy_check"];
     // Written out in numpy, without rtq: each branch's conv with its input

@@ -346,3 +346,37 @@ fn report_text_and_debug_flags() {
     );
     assert_eq!(j["ops"]["Conv"], 6);
 }
+
+#[test]
+fn an_already_quantized_model_keeps_its_qdq_and_is_not_quantized_twice() {
+    let calib = demo_calib();
+    let calib = calib.to_str().unwrap();
+    let args = [
+        "--int8",
+        "--calib",
+        calib,
+        "--calib-method",
+        "entropy",
+        "--quiet",
+    ];
+    let first = tempfile::tempdir().unwrap();
+    compile_ok(&demo_model(), first.path(), &args);
+    let int8 = first.path().join("tinyresnet_int8.onnx");
+    let again = tempfile::tempdir().unwrap();
+    compile_ok(&int8, again.path(), &args);
+    let ops = |model: &Path| {
+        let out = rtq_ok(&["inspect", model.to_str().unwrap(), "--json"]);
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["ops"].clone()
+    };
+    let twice = again.path().join("tinyresnet_int8_int8.onnx");
+    assert_eq!(ops(&twice), ops(&int8), "the same Q/DQ, no second layer");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(again.path().join("report.json")).unwrap()).unwrap();
+    let q = &report["quantization"];
+    assert_eq!(q["quantized_nodes"], 0, "{q}");
+    assert!(q["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s[1].as_str().unwrap().contains("already quantized")));
+}

@@ -142,6 +142,20 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
                 .push((node.name.clone(), "excluded by filter".into()));
             continue;
         }
+        // A node that already reads Q/DQ (a QAT model, or one quantized before) keeps
+        // them and their scales: nothing is quantized twice.
+        let reads_qdq = node
+            .inputs
+            .iter()
+            .flatten()
+            .any(|&v| producer_op(v) == Some("DequantizeLinear"));
+        if reads_qdq {
+            plan.skipped.push((
+                node.name.clone(),
+                "already quantized in the model (reads a DequantizeLinear)".into(),
+            ));
+            continue;
+        }
         let mut edges: Vec<usize> = Vec::new();
         let mut weights: Vec<WeightQuant> = Vec::new();
         let result: Result<(), String> = (|| {
@@ -435,6 +449,20 @@ mod tests {
         assert!(g.consumers()[c.index()]
             .iter()
             .all(|&(n, _)| g.node(n).op_type == "Relu"));
+    }
+
+    #[test]
+    fn an_already_quantized_graph_is_not_quantized_again() {
+        let (mut g, x, a) = residual_graph();
+        let plan = plan_int8(&g, &Int8Options::default()).unwrap();
+        apply_int8(&mut g, &plan, &HashMap::from([(x, 2.0), (a, 4.0)])).unwrap();
+        let again = plan_int8(&g, &Int8Options::default()).unwrap();
+        assert!(again.quantized_nodes.is_empty() && again.activations.is_empty());
+        assert_eq!(again.skipped.len(), 3, "{:?}", again.skipped);
+        assert!(again
+            .skipped
+            .iter()
+            .all(|(_, why)| why.contains("already quantized")));
     }
 
     #[test]
