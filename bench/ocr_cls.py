@@ -70,7 +70,8 @@ def main():
           f"(half turned 180 degrees, seed {args.seed})")
     print("| build | direction accuracy |\n|---|---|")
     for label, path in rows:
-        print(f"| {label} | {100 * accuracy(path, held):.2f}% |", flush=True)
+        acc = accuracy(path, held)
+        print(f"| {label} | {100 * acc:.2f}% ±{ocr_rec.interval(acc, len(held)):.1f} |", flush=True)
 
 
 if __name__ == "__main__":

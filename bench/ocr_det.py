@@ -120,7 +120,8 @@ def main():
     print("| build | recall at IoU 0.5 | precision |\n|---|---|---|")
     for label, path in rows:
         recall, precision = score(path, held)
-        print(f"| {label} | {100 * recall:.1f}% | {100 * precision:.1f}% |", flush=True)
+        print(f"| {label} | {100 * recall:.1f}% ±{ocr_rec.interval(recall, boxes):.1f} | "
+              f"{100 * precision:.1f}% |", flush=True)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,12 @@ def cer(ref, hyp):
     return d[len(hyp)] / max(1, len(ref))
 
 
+def interval(p, n):
+    """Half-width, in points, of the normal-approximation 95% interval of a share `p`
+    measured on `n` samples (how far apart two builds must be to tell them apart)."""
+    return 196 * (max(p * (1 - p), 1 / n) / n) ** 0.5
+
+
 def session(model):
     """An onnxruntime CPU session that runs the graph as written (no graph rewrites),
     and the name of its input."""
@@ -180,7 +186,8 @@ def main():
     print(f"| build | lines read exactly | character error rate |\n|---|---|---|")
     for label, path in rows:
         acc, err = score(path, held, chars)
-        print(f"| {label} | {100 * acc:.1f}% | {100 * err:.2f}% |", flush=True)
+        print(f"| {label} | {100 * acc:.1f}% ±{interval(acc, len(held)):.1f} | {100 * err:.2f}% |",
+              flush=True)
 
 
 if __name__ == "__main__":
