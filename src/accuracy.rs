@@ -18,6 +18,41 @@ pub fn evaluate(
     outputs.compare(candidate, set, variant)
 }
 
+/// The first output of `reference` and `candidate` on the first sample of `file`, as up
+/// to `max_points` (FP32, candidate) pairs taken evenly over its elements.
+pub fn output_scatter(
+    reference: &Graph,
+    candidate: &Graph,
+    set: &CalibrationSet,
+    file: usize,
+    max_points: usize,
+) -> Result<Option<rtq_emit::OutputScatter>> {
+    let specs = rtq_calib::InputSpec::from_graph(reference)?;
+    let Some(sample) = set.load(file, &specs)?.into_iter().next() else {
+        return Ok(None);
+    };
+    let run = |graph: &Graph| -> Result<Vec<rtq_ir::Tensor>> {
+        Ok(rtq_exec::Plan::new(graph)?.run(&sample)?)
+    };
+    let (r, c) = (run(reference)?, run(candidate)?);
+    let (Some(rt), Some(ct)) = (r.first(), c.first()) else {
+        return Ok(None);
+    };
+    let (rv, cv) = (rt.to_f32_vec(), ct.to_f32_vec());
+    let step = rv.len().div_ceil(max_points.max(1)).max(1);
+    let points = rv
+        .iter()
+        .zip(&cv)
+        .step_by(step)
+        .map(|(&a, &b)| (a, b))
+        .collect();
+    Ok(Some(rtq_emit::OutputScatter {
+        output: reference.value(reference.outputs[0]).name.clone(),
+        file: set.files()[file].display().to_string(),
+        points,
+    }))
+}
+
 /// The reference graph's outputs on some files, computed once to judge many
 /// candidates against (the method search and the fallback judge several builds on
 /// the same calibration files).

@@ -57,7 +57,7 @@ fn int8_build_writes_a_self_contained_html_report_a_browser_renders() {
             path.display()
         );
         let svgs: usize = python_inline(&code).trim().parse().unwrap();
-        assert_eq!(svgs, histograms, "every chart is an inline SVG");
+        assert_eq!(svgs, histograms + 1, "every chart is an inline SVG");
     }
     let Some(browser) = chromium() else {
         eprintln!("no chromium: the report is not rendered");

@@ -3,7 +3,7 @@
 //! per-layer SQNR, calibration histograms with every method's range, and the nodes
 //! kept in high precision.
 
-use crate::report::{human_bytes, CompileReport, PerLayerReport, TensorHistogram};
+use crate::report::{human_bytes, CompileReport, OutputScatter, PerLayerReport, TensorHistogram};
 use std::fmt::Write;
 
 /// Colours of the calibration methods' range markers, in the order they are drawn.
@@ -28,6 +28,9 @@ pub fn render_html(report: &CompileReport) -> String {
     verdict(&mut s, report);
     summary(&mut s, report);
     accuracy(&mut s, report);
+    if let Some(scatter) = &report.output_scatter {
+        output_scatter(&mut s, scatter);
+    }
     remedies(&mut s, report);
     histograms(&mut s, &report.histograms);
     if let Some(layers) = report
@@ -182,6 +185,57 @@ fn accuracy(s: &mut String, report: &CompileReport) {
         }
         s.push_str("</table>");
     }
+}
+
+fn output_scatter(s: &mut String, scatter: &OutputScatter) {
+    if scatter.points.is_empty() {
+        return;
+    }
+    let (lo, hi) = scatter
+        .points
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(lo, hi), &(a, b)| {
+            (lo.min(a.min(b)), hi.max(a.max(b)))
+        });
+    let span = ((hi - lo) as f64).max(f64::MIN_POSITIVE);
+    let (size, pad) = (320.0, 30.0);
+    let at = |v: f32| pad + size * (v - lo) as f64 / span;
+    let _ = write!(
+        s,
+        "<p>Output <code>{}</code> on <code>{}</code>: FP32 (x) against this build (y), {} \
+         values; on the diagonal where they agree.</p>\
+         <svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{w}\" \
+         class=\"scatter\" font-size=\"11\"><rect x=\"{pad}\" y=\"{pad}\" width=\"{size}\" \
+         height=\"{size}\" fill=\"none\" stroke=\"#ccc\"/><line x1=\"{pad}\" y1=\"{b}\" \
+         x2=\"{b}\" y2=\"{pad}\" stroke=\"#d93025\" stroke-dasharray=\"4 2\"/>",
+        esc(&scatter.output),
+        esc(&scatter.file),
+        scatter.points.len(),
+        w = size + 2.0 * pad,
+        b = pad + size
+    );
+    // Few points are drawn large and solid, many small and translucent.
+    let (r, opacity) = if scatter.points.len() < 200 {
+        (3.5, 0.9)
+    } else {
+        (1.6, 0.5)
+    };
+    for &(a, b) in &scatter.points {
+        let _ = write!(
+            s,
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"{r}\" fill=\"#4285f4\" fill-opacity=\"{opacity}\"/>",
+            at(a),
+            2.0 * pad + size - at(b)
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{pad}\" y=\"{}\">{lo:.3}</text><text x=\"{}\" y=\"{}\" \
+         text-anchor=\"end\">{hi:.3}</text></svg>",
+        pad + size + 14.0,
+        pad + size,
+        pad + size + 14.0
+    );
 }
 
 fn remedies(s: &mut String, report: &CompileReport) {
@@ -465,7 +519,13 @@ mod tests {
             thresholds: vec![("entropy".into(), 1.0), ("max".into(), 4.0)],
             chosen: 4.0,
         }];
+        report.output_scatter = Some(OutputScatter {
+            output: "y".into(),
+            file: "s0.npy".into(),
+            points: vec![(0.0, 0.1), (1.0, 0.9)],
+        });
         let html = render_html(&report);
+        assert_eq!(html.matches("<circle").count(), 2);
         assert!(html.contains("a&lt;b&gt;.onnx") && html.contains("x &amp; y"));
         assert!(html.contains("class=\"per-layer\"") && html.contains("class=\"histogram\""));
         assert!(html.contains("reverted by the accuracy fallback"));

@@ -39,6 +39,21 @@ pub struct CompileReport {
     /// Calibration histograms of a few tensors, for the HTML report (not in the JSON).
     #[serde(skip)]
     pub histograms: Vec<TensorHistogram>,
+    /// FP32 against reduced-precision values of one output on one held-out sample, for
+    /// the HTML report (not in the JSON).
+    #[serde(skip)]
+    pub output_scatter: Option<OutputScatter>,
+}
+
+/// Pairs of (FP32, reduced-precision) values of one output on one held-out sample.
+#[derive(Debug, Clone, Default)]
+pub struct OutputScatter {
+    /// Output name.
+    pub output: String,
+    /// The held-out file the sample came from.
+    pub file: String,
+    /// (FP32, candidate) pairs, an even subsample of the output's elements.
+    pub points: Vec<(f32, f32)>,
 }
 
 /// One tensor's |x| histogram with every method's range, for the HTML report.
