@@ -57,17 +57,73 @@ pub enum FrontendError {
     },
 }
 
+/// Ops of onnxruntime's integer ("QOperator") quantization format and ONNX's integer
+/// ops: a model made of them is already quantized.
+const INTEGER_QUANTIZED_OPS: &[&str] = &[
+    "QLinearConv",
+    "QLinearMatMul",
+    "ConvInteger",
+    "MatMulInteger",
+    "QLinearAdd",
+    "QLinearMul",
+    "QLinearConcat",
+    "QLinearGlobalAveragePool",
+    "QLinearAveragePool",
+    "QLinearLeakyRelu",
+    "QLinearSigmoid",
+    "QLinearSoftmax",
+    "QGemm",
+    "QAttention",
+    "DynamicQuantizeMatMul",
+    "MatMulIntegerToFloat",
+];
+
+/// One line per op (with its count and the first nodes), led by a sentence when the
+/// model is already quantized with integer ops.
 fn format_unsupported(list: &[(String, String, String)]) -> String {
-    list.iter()
-        .map(|(node, domain, op)| {
-            if domain.is_empty() {
-                format!("`{op}` (node `{node}`)")
+    let mut by_op: Vec<(String, Vec<&str>)> = Vec::new();
+    for (node, domain, op) in list {
+        let name = if domain.is_empty() {
+            op.clone()
+        } else {
+            format!("{domain}::{op}")
+        };
+        match by_op.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, nodes)) => nodes.push(node),
+            None => by_op.push((name, vec![node])),
+        }
+    }
+    let groups: Vec<String> = by_op
+        .iter()
+        .map(|(op, nodes)| {
+            let shown: Vec<String> = nodes.iter().take(3).map(|n| format!("`{n}`")).collect();
+            let more = if nodes.len() > 3 {
+                format!(" and {} more", nodes.len() - 3)
             } else {
-                format!("`{domain}::{op}` (node `{node}`)")
-            }
+                String::new()
+            };
+            let plural = if nodes.len() > 1 { "s" } else { "" };
+            format!(
+                "`{op}` ({} node{plural}: {}{more})",
+                nodes.len(),
+                shown.join(", ")
+            )
         })
-        .collect::<Vec<_>>()
-        .join(", ")
+        .collect();
+    let integer = list
+        .iter()
+        .filter(|(_, _, op)| INTEGER_QUANTIZED_OPS.contains(&op.as_str()))
+        .count();
+    let lead = if integer > 0 {
+        format!(
+            "the model is already quantized with integer operators ({integer} node(s)): rtq \
+             quantizes float models, and keeps the QuantizeLinear/DequantizeLinear of Q/DQ \
+             models; compile the float original instead. "
+        )
+    } else {
+        String::new()
+    };
+    format!("{lead}{}", groups.join("; "))
 }
 
 impl FrontendError {
@@ -97,5 +153,34 @@ impl FrontendError {
             tensor: tensor.to_string(),
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, domain: &str, op: &str) -> (String, String, String) {
+        (name.into(), domain.into(), op.into())
+    }
+
+    #[test]
+    fn unsupported_ops_are_grouped_by_op() {
+        let mut list: Vec<_> = (0..40)
+            .map(|i| node(&format!("qc{i}"), "", "QLinearConv"))
+            .collect();
+        list.push(node("m", "com.example", "Fancy"));
+        let text = FrontendError::UnsupportedOps(list).to_string();
+        assert!(text.starts_with("unsupported ops: the model is already quantized with integer operators (40 node(s))"), "{text}");
+        assert!(
+            text.contains("`QLinearConv` (40 nodes: `qc0`, `qc1`, `qc2` and 37 more)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("`com.example::Fancy` (1 node: `m`)"),
+            "{text}"
+        );
+        let plain = FrontendError::UnsupportedOps(vec![node("g", "", "Gelu2")]).to_string();
+        assert_eq!(plain, "unsupported ops: `Gelu2` (1 node: `g`)");
     }
 }
