@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Latency of rtq's CPU runtime against onnxruntime's CPU provider, in one run.
+
+For each model: the FP32 model and the INT8 Q/DQ model rtq builds from it (entropy,
+calibrated on seeded random inputs: the timing, not the accuracy, is measured here),
+each timed with `rtq bench` and with an onnxruntime session on the same input, the
+same number of threads (RAYON_NUM_THREADS / intra_op_num_threads), a warm-up, then
+median and p99 over at least `--duration` seconds. Prints one table per thread count
+with the ratios (> 1: rtq is slower).
+
+usage: bench/latency_ort.py [--rtq target/release/rtq] [--threads 1,2] [--duration 2]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnxruntime as ort
+
+ort.set_default_logger_severity(3)
+
+sys.path.insert(0, os.path.dirname(__file__))
+import ocr_cls  # noqa: E402
+import ocr_det  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def models():
+    """(label, model path, input name, input shape) of every model that is installed."""
+    out = [("bundled tinyresnet", os.path.join(ROOT, "models", "tinyresnet.onnx"), "input",
+            [1, 3, 32, 32]),
+           ("PP-OCR cls 48x192", ocr_cls.cls_model(), "x", [1, 3, 48, 192]),
+           ("PP-OCRv4 det 320x320", ocr_det.det_model(), "x", [1, 3, 320, 320])]
+    import onnx
+    light = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light",
+                         "light_resnet50.onnx")
+    if os.path.exists(light):
+        out.append(("light ResNet-50 224x224", light, "gpu_0/data_0", [1, 3, 224, 224]))
+    return [m for m in out if os.path.exists(m[1])]
+
+
+def build_int8(rtq, model, name, shape, work):
+    calib = os.path.join(work, "calib")
+    os.makedirs(calib, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        np.save(os.path.join(calib, f"s{i}.npy"), rng.standard_normal(shape).astype(np.float32))
+    out = os.path.join(work, "int8")
+    run = subprocess.run([rtq, "compile", model, "--int8", "--calib", calib, "--calib-method",
+                          "entropy", "--holdout", "0", "-o", out, "--quiet"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"rtq compile {model} failed:\n{run.stderr}")
+    stem = os.path.splitext(os.path.basename(model))[0]
+    return os.path.join(out, f"{stem}_int8.onnx")
+
+
+def time_rtq(rtq, model, name, shape, threads, duration):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    run = subprocess.run([rtq, "bench", model, "--backend", "cpu", "--duration", str(duration),
+                          "--shapes", f"{name}:{'x'.join(map(str, shape))}", "--json"],
+                         capture_output=True, text=True, env=env)
+    if run.returncode != 0:
+        sys.exit(f"rtq bench {model} failed:\n{run.stderr}")
+    lat = json.loads(run.stdout)["latency_ms"]
+    return lat["median"], lat["p99"]
+
+
+def time_ort(model, name, shape, threads, duration):
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    x = {name: np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:
+        sess.run(None, x)
+    times = []
+    end = time.perf_counter() + duration
+    while time.perf_counter() < end or len(times) < 10:
+        t = time.perf_counter()
+        sess.run(None, x)
+        times.append(1e3 * (time.perf_counter() - t))
+    return float(np.median(times)), float(np.percentile(times, 99))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rtq", default=os.path.join(ROOT, "target", "release", "rtq"))
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--duration", type=float, default=2.0)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="rtq-latency-")
+    built = []
+    for label, model, name, shape in models():
+        int8 = build_int8(args.rtq, model, name, shape, os.path.join(work, str(len(built))))
+        built.append((label, model, int8, name, shape))
+    for threads in [int(t) for t in args.threads.split(",")]:
+        print(f"\n{threads} thread(s), median (p99) ms; ratio = rtq / onnxruntime")
+        print("| model | rtq FP32 | onnxruntime FP32 | ratio | rtq INT8 | onnxruntime INT8 | ratio "
+              "| rtq INT8 / rtq FP32 |\n|---|---|---|---|---|---|---|---|")
+        for label, fp32, int8, name, shape in built:
+            r32 = time_rtq(args.rtq, fp32, name, shape, threads, args.duration)
+            o32 = time_ort(fp32, name, shape, threads, args.duration)
+            r8 = time_rtq(args.rtq, int8, name, shape, threads, args.duration)
+            o8 = time_ort(int8, name, shape, threads, args.duration)
+            cell = lambda t: f"{t[0]:.3g} ({t[1]:.3g})"  # noqa: E731
+            print(f"| {label} | {cell(r32)} | {cell(o32)} | {r32[0] / o32[0]:.2f} | {cell(r8)} | "
+                  f"{cell(o8)} | {r8[0] / o8[0]:.2f} | {r8[0] / r32[0]:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
