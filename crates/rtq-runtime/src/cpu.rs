@@ -93,13 +93,28 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
+/// Folds every constant subgraph of `graph` (no size limit: the result is held once, as
+/// the executor would hold it at every run) and drops what no longer has a reader.
+fn fold_constants(graph: &mut Graph) -> Result<(), rtq_passes::PassError> {
+    use rtq_passes::Pass;
+    rtq_passes::ConstantFolding::new(usize::MAX).run(graph)?;
+    rtq_passes::DeadCodeElimination.run(graph)?;
+    Ok(())
+}
+
 impl CpuBackend {
     /// Loads the ONNX model at `path` (external data next to it) and plans it.
+    ///
+    /// Nodes whose inputs are all constants are computed once here, not at every run
+    /// (models that build their weights with `ConstantOfShape` or reshape constant
+    /// tensors at run time would otherwise redo it per inference).
     pub(crate) fn load(path: &Path) -> Result<CpuBackend, RuntimeError> {
-        let graph = rtq_frontend::load_model(path).map_err(|e| RuntimeError::ModelLoad {
+        let failed = |message: String| RuntimeError::ModelLoad {
             path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let mut graph = rtq_frontend::load_model(path).map_err(|e| failed(e.to_string()))?;
+        fold_constants(&mut graph).map_err(|e| failed(e.to_string()))?;
         CpuBackend::from_graph(&graph, path)
     }
 

@@ -116,3 +116,18 @@ fn benchmarks_the_cpu_backend() {
         .to_text()
         .contains("Backend: cpu (rtq CPU executor (3 nodes))"));
 }
+
+#[test]
+fn constant_subgraphs_are_computed_once_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mlp_reshape.onnx");
+    common::write_mlp_model_reshaping_w(&path);
+    let mut engine = Engine::load(&path, &LoadOptions::default()).unwrap();
+    // The Reshape of the constant weight is folded: three nodes run, not four.
+    assert_eq!(engine.description(), "rtq CPU executor (3 nodes)");
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let out = engine
+        .infer(&[HostTensor::from_f32("x", vec![1, 4], &x).unwrap()])
+        .unwrap();
+    assert_eq!(out[0].to_f32_vec().unwrap(), common::mlp_reference(&x));
+}

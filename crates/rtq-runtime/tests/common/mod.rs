@@ -62,14 +62,41 @@ pub const B: [f32; 2] = [0.5, -1.0];
 
 /// `y = Relu(x · W + B)` with `x: float[N,4]`, `y: float[N,2]` (opset 13).
 pub fn write_mlp_model(path: &Path) {
+    write_mlp(path, false);
+}
+
+/// [`write_mlp_model`] whose `W` is stored flat and reshaped by a node at run time.
+pub fn write_mlp_model_reshaping_w(path: &Path) {
+    write_mlp(path, true);
+}
+
+fn write_mlp(path: &Path, reshape_w: bool) {
+    let mut nodes = vec![
+        node("matmul", "MatMul", &["x", "W"], &["xw"]),
+        node("add", "Add", &["xw", "B"], &["pre"]),
+        node("relu", "Relu", &["pre"], &["y"]),
+    ];
+    let mut initializers = vec![initializer("B", &[2], &B)];
+    if reshape_w {
+        nodes.insert(
+            0,
+            node("reshape_w", "Reshape", &["W_flat", "W_shape"], &["W"]),
+        );
+        initializers.push(initializer("W_flat", &[8], &W));
+        initializers.push(TensorProto {
+            name: Some("W_shape".into()),
+            dims: vec![2],
+            data_type: Some(7),
+            int64_data: vec![4, 2],
+            ..Default::default()
+        });
+    } else {
+        initializers.push(initializer("W", &[4, 2], &W));
+    }
     let graph = GraphProto {
         name: Some("mlp".into()),
-        node: vec![
-            node("matmul", "MatMul", &["x", "W"], &["xw"]),
-            node("add", "Add", &["xw", "B"], &["pre"]),
-            node("relu", "Relu", &["pre"], &["y"]),
-        ],
-        initializer: vec![initializer("W", &[4, 2], &W), initializer("B", &[2], &B)],
+        node: nodes,
+        initializer: initializers,
         input: vec![value_info("x", &[Err("N"), Ok(4)])],
         output: vec![value_info("y", &[Err("N"), Ok(2)])],
         ..Default::default()
