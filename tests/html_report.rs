@@ -74,6 +74,8 @@ fn screenshot(browser: &str, page: &Path, png: &Path) {
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
             "--hide-scrollbars",
             "--enable-logging=stderr",
             "--window-size=1280,1600",
