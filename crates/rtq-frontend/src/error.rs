@@ -47,13 +47,15 @@ pub enum FrontendError {
     /// The graph is malformed (dangling names, duplicate outputs, cycles).
     #[error("invalid graph: {0}")]
     BadGraph(String),
-    /// Context added on the way out: which file the error came from.
-    #[error("{path}: {source}")]
+    /// Context added on the way out: which file the error came from. The message
+    /// includes the underlying error's, which is therefore not also its `source` (an
+    /// error chain would print it twice).
+    #[error("{path}: {inner}")]
     InFile {
         /// The model file.
         path: PathBuf,
         /// The underlying error.
-        source: Box<FrontendError>,
+        inner: Box<FrontendError>,
     },
 }
 
@@ -135,7 +137,7 @@ impl FrontendError {
             | FrontendError::InFile { .. }) => e,
             other => FrontendError::InFile {
                 path: path.to_path_buf(),
-                source: Box::new(other),
+                inner: Box::new(other),
             },
         }
     }
