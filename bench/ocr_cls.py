@@ -9,7 +9,6 @@ bench/ocr_rec.py.
 
 usage: bench/ocr_cls.py [--rtq target/release/rtq] [--calib 48] [--eval 400] [--seed 1]
 """
-import argparse
 import os
 
 import numpy as np
@@ -49,23 +48,13 @@ def accuracy(model, samples):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rtq", default="target/release/rtq")
-    ap.add_argument("--calib", type=int, default=48)
-    ap.add_argument("--eval", type=int, default=400)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
-    ap.add_argument("--methods", default=",".join(ocr_rec.METHODS),
-                    help="rtq methods to build, comma separated")
-    args = ap.parse_args()
+    args = ocr_rec.bench_args(calib=48, eval_=400, seed=1)
     model = cls_model()
-    chars = [c for c in ocr_rec.dictionary(ocr_rec.rec_model())[1:-1]
-             if len(c) == 1 and c.isascii() and c.isalnum()]
+    chars = ocr_rec.font_chars(ocr_rec.dictionary(ocr_rec.rec_model()))
     rng = np.random.default_rng(args.seed)
     samples = [sample(rng, chars) for _ in range(args.calib + args.eval)]
     calib, held = samples[:args.calib], samples[args.calib:]
-    rows = ocr_rec.build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort,
-                             args.methods.split(","))
+    rows = ocr_rec.build_from(args, model, [x for x, _ in calib])
     print(f"PP-OCR v2 cls, {args.calib} calibration lines, {len(held)} held-out lines "
           f"(half turned 180 degrees, seed {args.seed})")
     print("| build | direction accuracy |\n|---|---|")

@@ -10,7 +10,6 @@ at IoU >= 0.5: recall and precision for FP32, each rtq INT8 method, rtq's defaul
 
 usage: bench/ocr_det.py [--rtq target/release/rtq] [--calib 32] [--eval 100] [--seed 2]
 """
-import argparse
 import os
 
 import numpy as np
@@ -97,23 +96,13 @@ def score(model, pages):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rtq", default="target/release/rtq")
-    ap.add_argument("--calib", type=int, default=32)
-    ap.add_argument("--eval", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=2)
-    ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
-    ap.add_argument("--methods", default=",".join(ocr_rec.METHODS),
-                    help="rtq methods to build, comma separated")
-    args = ap.parse_args()
+    args = ocr_rec.bench_args(calib=32, eval_=100, seed=2)
     model = det_model()
-    chars = [c for c in ocr_rec.dictionary(ocr_rec.rec_model())[1:-1]
-             if len(c) == 1 and c.isascii() and c.isalnum()]
+    chars = ocr_rec.font_chars(ocr_rec.dictionary(ocr_rec.rec_model()))
     rng = np.random.default_rng(args.seed)
     pages = [page(rng, chars) for _ in range(args.calib + args.eval)]
     calib, held = pages[:args.calib], pages[args.calib:]
-    rows = ocr_rec.build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort,
-                             args.methods.split(","))
+    rows = ocr_rec.build_from(args, model, [x for x, _ in calib])
     boxes = sum(len(b) for _, b in held)
     print(f"PP-OCRv4 det, {args.calib} calibration pages, {len(held)} held-out pages "
           f"({boxes} text boxes, seed {args.seed})")

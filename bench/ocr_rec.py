@@ -163,25 +163,38 @@ def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
     return rows
 
 
-def main():
+def bench_args(calib, eval_, seed):
+    """The command line the labeled benchmarks share, with their own defaults."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rtq", default="target/release/rtq")
-    ap.add_argument("--calib", type=int, default=48)
-    ap.add_argument("--eval", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calib", type=int, default=calib)
+    ap.add_argument("--eval", type=int, default=eval_)
+    ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="rtq methods to build, comma separated")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def font_chars(chars):
+    """The single ASCII letters and digits of a dictionary, which DejaVu draws."""
+    return [c for c in chars[1:-1] if len(c) == 1 and c.isascii() and c.isalnum()]
+
+
+def build_from(args, model, calib):
+    """`build_all` for the parsed benchmark arguments and calibration arrays."""
+    return build_all(args.rtq, model, calib, "x", args.no_ort, args.methods.split(","))
+
+
+def main():
+    args = bench_args(calib=48, eval_=200, seed=0)
     model = rec_model()
     chars = dictionary(model)
-    font_chars = [c for c in chars[1:-1] if len(c) == 1 and c.isascii() and c.isalnum()]
     rng = np.random.default_rng(args.seed)
-    lines = [random_text(rng, font_chars) for _ in range(args.calib + args.eval)]
+    lines = [random_text(rng, font_chars(chars)) for _ in range(args.calib + args.eval)]
     samples = [(render(t, rng), t) for t in lines]
     calib, held = samples[:args.calib], samples[args.calib:]
-    rows = build_all(args.rtq, model, [x for x, _ in calib], "x", args.no_ort,
-                             args.methods.split(","))
+    rows = build_from(args, model, [x for x, _ in calib])
     print(f"PP-OCRv4 rec, {args.calib} calibration lines, {len(held)} held-out lines (seed {args.seed})")
     print(f"| build | lines read exactly | character error rate |\n|---|---|---|")
     for label, path in rows:
