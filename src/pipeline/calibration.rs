@@ -11,9 +11,6 @@ use rtq_ir::{DType, Graph, QuantParams, ScaleFormat, ValueId};
 use rtq_passes::quant::{plan_int8, Int8Options, Int8Plan};
 use std::collections::BTreeMap;
 
-/// At most this many calibration files measure the errors of `--calib-method per-tensor`.
-const PER_TENSOR_FILES: usize = 8;
-
 /// Where a build's ranges come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum RangeSource {
@@ -124,7 +121,7 @@ impl Build<'_> {
         let precision = opts.precision();
         let nothing_to_observe = !precision.is_int8() && !precision.has_fp16();
         if nothing_to_observe || (set.is_none() && opts.stats.is_empty()) {
-            // An FP32 build does not use calibration data.
+            // An FP32 build does not use calibration data; without data there is none.
             return Ok(Flow::Next(Calibrated {
                 set,
                 calib_files,
@@ -139,7 +136,7 @@ impl Build<'_> {
         } else {
             None
         };
-        let (method, result) = if opts.stats.is_empty() {
+        let (method, mut result) = if opts.stats.is_empty() {
             let set = set.as_ref().expect("checked above");
             self.observe(graph, set, &calib_files)?
         } else {
@@ -148,7 +145,6 @@ impl Build<'_> {
             let method = opts.calib_method;
             (method, self.load_stats(graph, &targets, method, split)?)
         };
-        let mut result = result;
         let method = if opts.per_tensor_ranges && precision.is_int8() {
             let plan = plan.as_ref().expect("INT8 builds plan");
             self.per_tensor_ranges(graph, plan, set.as_ref(), &calib_files, &mut result)?;
@@ -256,8 +252,8 @@ impl Build<'_> {
     }
 
     /// `--calib-method per-tensor`: each quantized activation's range among every
-    /// method's by the error at its consumers, measured on the last
-    /// [`PER_TENSOR_FILES`] calibration files.
+    /// method's by the error at its consumers, measured on the calibration files that
+    /// judge candidate builds (`target::judging_files`).
     fn per_tensor_ranges(
         &mut self,
         graph: &Graph,
@@ -282,7 +278,7 @@ impl Build<'_> {
         let order: Vec<CalibMethod> = std::iter::once(first)
             .chain(CalibMethod::ALL.into_iter().filter(|m| *m != first))
             .collect();
-        let files = &calib_files[calib_files.len().saturating_sub(PER_TENSOR_FILES)..];
+        let files = super::target::judging_files(calib_files);
         let choice = crate::range_choice::choose_per_tensor(
             graph,
             plan,

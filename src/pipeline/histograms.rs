@@ -6,7 +6,7 @@ use rtq_calib::CalibMethod;
 use rtq_emit::TensorHistogram;
 use rtq_ir::Graph;
 use rtq_passes::quant::Int8Plan;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// At most this many histograms in the report.
 const SHOWN: usize = 12;
@@ -70,14 +70,7 @@ pub fn report_histograms(
             },
         ));
     }
-    let order: HashMap<String, usize> = stats
-        .iter()
-        .enumerate()
-        .map(|(i, (n, _))| (n.clone(), i))
-        .collect();
-    rows.sort_by(|a, b| {
-        b.0.total_cmp(&a.0)
-            .then_with(|| order[&a.1.tensor].cmp(&order[&b.1.tensor]))
-    });
+    // A stable sort: ties keep graph order.
+    rows.sort_by(|a, b| b.0.total_cmp(&a.0));
     rows.into_iter().take(SHOWN).map(|(_, h)| h).collect()
 }

@@ -230,8 +230,14 @@ impl Build<'_> {
 }
 
 /// The calibration files that judge candidate builds: the last [`SELECTION_FILES`].
-pub(super) fn selection_files(calibrated: &Calibrated) -> &[usize] {
-    &calibrated.calib_files[calibrated.calib_files.len().saturating_sub(SELECTION_FILES)..]
+fn selection_files(calibrated: &Calibrated) -> &[usize] {
+    judging_files(&calibrated.calib_files)
+}
+
+/// The last [`SELECTION_FILES`] of `calib_files`: where candidate builds are judged and
+/// where `--calib-method per-tensor` measures its errors.
+pub(super) fn judging_files(calib_files: &[usize]) -> &[usize] {
+    &calib_files[calib_files.len().saturating_sub(SELECTION_FILES)..]
 }
 
 /// Every method's ranges from the statistics the calibration kept.
