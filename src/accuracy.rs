@@ -18,39 +18,18 @@ pub fn evaluate(
     outputs.compare(candidate, set, variant)
 }
 
-/// The first output of `reference` and `candidate` on the first sample of `file`, as up
-/// to `max_points` (FP32, candidate) pairs taken evenly over its elements.
-pub fn output_scatter(
-    reference: &Graph,
-    candidate: &Graph,
-    set: &CalibrationSet,
-    file: usize,
-    max_points: usize,
-) -> Result<Option<rtq_emit::OutputScatter>> {
-    let specs = rtq_calib::InputSpec::from_graph(reference)?;
-    let Some(sample) = set.load(file, &specs)?.into_iter().next() else {
-        return Ok(None);
-    };
-    let run = |graph: &Graph| -> Result<Vec<rtq_ir::Tensor>> {
-        Ok(rtq_exec::Plan::new(graph)?.run(&sample)?)
-    };
-    let (r, c) = (run(reference)?, run(candidate)?);
-    let (Some(rt), Some(ct)) = (r.first(), c.first()) else {
-        return Ok(None);
-    };
-    let (rv, cv) = (rt.to_f32_vec(), ct.to_f32_vec());
-    let step = rv.len().div_ceil(max_points.max(1)).max(1);
-    let points = rv
+/// At most this many (FP32, candidate) pairs in an [`AccuracyReport`]'s scatter.
+const SCATTER_POINTS: usize = 1500;
+
+/// Up to [`SCATTER_POINTS`] pairs of `reference` and `candidate` values, taken evenly.
+fn scatter_points(reference: &[f32], candidate: &[f32]) -> Vec<(f32, f32)> {
+    let step = reference.len().div_ceil(SCATTER_POINTS).max(1);
+    reference
         .iter()
-        .zip(&cv)
+        .zip(candidate)
         .step_by(step)
         .map(|(&a, &b)| (a, b))
-        .collect();
-    Ok(Some(rtq_emit::OutputScatter {
-        output: reference.value(reference.outputs[0]).name.clone(),
-        file: set.files()[file].display().to_string(),
-        points,
-    }))
+        .collect()
 }
 
 /// The reference graph's outputs on some files, computed once to judge many
@@ -104,6 +83,7 @@ impl ReferenceOutputs {
             self.names.iter().map(|n| OutputAgreement::new(n)).collect();
         let mut reference = self.outputs.iter();
         let mut samples = 0;
+        let mut scatter = None;
         for &file in &self.files {
             for sample in set.load(file, &specs)? {
                 let r = reference
@@ -112,8 +92,16 @@ impl ReferenceOutputs {
                 let c = cand_plan
                     .run(&sample)
                     .with_context(|| format!("{variant} run on {}", set.files()[file].display()))?;
-                for ((agg, rt), ct) in agreements.iter_mut().zip(r).zip(&c) {
-                    agg.add(&rt.to_f32_vec(), &ct.to_f32_vec(), rt.shape());
+                for (i, ((agg, rt), ct)) in agreements.iter_mut().zip(r).zip(&c).enumerate() {
+                    let (rv, cv) = (rt.to_f32_vec(), ct.to_f32_vec());
+                    if i == 0 && scatter.is_none() {
+                        scatter = Some(rtq_emit::OutputScatter {
+                            output: self.names[0].clone(),
+                            file: set.files()[file].display().to_string(),
+                            points: scatter_points(&rv, &cv),
+                        });
+                    }
+                    agg.add(&rv, &cv, rt.shape());
                 }
                 samples += 1;
             }
@@ -122,6 +110,7 @@ impl ReferenceOutputs {
             variant: variant.to_string(),
             samples,
             outputs: agreements.iter().map(OutputAgreement::summary).collect(),
+            scatter,
         })
     }
 }

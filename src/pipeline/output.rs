@@ -29,9 +29,6 @@ pub(super) fn count_weight_bytes(graph: &Graph, float_only: bool) -> usize {
         .sum()
 }
 
-/// At most this many points in the report's output scatter plot.
-const SCATTER_POINTS: usize = 1500;
-
 impl Build<'_> {
     /// Judges the transformed graph against FP32 on the held-out files.
     pub fn evaluate(&mut self, transformed: &Transformed) -> Result<()> {
@@ -60,19 +57,6 @@ impl Build<'_> {
         if let (Some(result), Some(plan)) = (calibrated.result.as_mut(), &calibrated.plan) {
             self.report.histograms =
                 super::histograms::report_histograms(&transformed.reference.graph, result, plan);
-        }
-        if let (Some(set), Some(&file), false) = (
-            &calibrated.set,
-            calibrated.held_out.first(),
-            self.opts.precision() == Precision::Fp32,
-        ) {
-            self.report.output_scatter = crate::accuracy::output_scatter(
-                &transformed.reference.graph,
-                &transformed.graph,
-                set,
-                file,
-                SCATTER_POINTS,
-            )?;
         }
         let graph = &transformed.graph;
         let emit_opts = EmitOptions {

@@ -28,7 +28,7 @@ pub fn render_html(report: &CompileReport) -> String {
     verdict(&mut s, report);
     summary(&mut s, report);
     accuracy(&mut s, report);
-    if let Some(scatter) = &report.output_scatter {
+    if let Some(scatter) = report.accuracy.last().and_then(|a| a.scatter.as_ref()) {
         output_scatter(&mut s, scatter);
     }
     remedies(&mut s, report);
@@ -519,10 +519,13 @@ mod tests {
             thresholds: vec![("entropy".into(), 1.0), ("max".into(), 4.0)],
             chosen: 4.0,
         }];
-        report.output_scatter = Some(OutputScatter {
-            output: "y".into(),
-            file: "s0.npy".into(),
-            points: vec![(0.0, 0.1), (1.0, 0.9)],
+        report.accuracy.push(crate::AccuracyReport {
+            scatter: Some(OutputScatter {
+                output: "y".into(),
+                file: "s0.npy".into(),
+                points: vec![(0.0, 0.1), (1.0, 0.9)],
+            }),
+            ..Default::default()
         });
         let html = render_html(&report);
         assert_eq!(html.matches("<circle").count(), 2);

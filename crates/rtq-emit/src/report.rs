@@ -39,13 +39,9 @@ pub struct CompileReport {
     /// Calibration histograms of a few tensors, for the HTML report (not in the JSON).
     #[serde(skip)]
     pub histograms: Vec<TensorHistogram>,
-    /// FP32 against reduced-precision values of one output on one held-out sample, for
-    /// the HTML report (not in the JSON).
-    #[serde(skip)]
-    pub output_scatter: Option<OutputScatter>,
 }
 
-/// Pairs of (FP32, reduced-precision) values of one output on one held-out sample.
+/// Pairs of (FP32, reduced-precision) values of one output on one sample.
 #[derive(Debug, Clone, Default)]
 pub struct OutputScatter {
     /// Output name.
@@ -129,6 +125,10 @@ pub struct AccuracyReport {
     pub samples: usize,
     /// Per-output metrics.
     pub outputs: Vec<OutputAccuracy>,
+    /// FP32 against reduced-precision values of the first output on the first sample,
+    /// for the HTML report (not in the JSON).
+    #[serde(skip)]
+    pub scatter: Option<OutputScatter>,
 }
 
 /// The verdict of a build against its [`AccuracyTarget`] on the held-out samples.
@@ -474,6 +474,7 @@ mod tests {
             accuracy: vec![AccuracyReport {
                 variant: "int8".into(),
                 samples: 4,
+                scatter: None,
                 outputs: vec![OutputAccuracy {
                     output: "prob".into(),
                     cosine_mean: 0.999,

@@ -101,6 +101,7 @@ mod tests {
         AccuracyReport {
             variant: "int8".into(),
             samples: 4,
+            scatter: None,
             outputs: vec![OutputAccuracy {
                 output: "y".into(),
                 cosine_mean: cosine,
