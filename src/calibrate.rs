@@ -335,3 +335,76 @@ pub fn progress_bar(len: u64, show: bool, message: &str) -> ProgressBar {
     bar.set_message(message.to_string());
     bar
 }
+
+/// Each target's largest magnitude per channel (along its axis) over the samples of
+/// `files`: what equalization scales channels by. Targets are `(tensor, channel axis,
+/// channels)`. One forward pass per sample; memory is one sample's activations.
+pub fn channel_ranges(
+    graph: &Graph,
+    set: &CalibrationSet,
+    files: &[usize],
+    targets: &[(ValueId, usize, usize)],
+) -> Result<HashMap<ValueId, Vec<f32>>> {
+    let plan = rtq_exec::Plan::new(graph).context("preparing the FP32 graph for equalization")?;
+    let specs = InputSpec::from_graph(graph)?;
+    let wanted: HashMap<ValueId, (usize, usize)> =
+        targets.iter().map(|&(v, a, c)| (v, (a, c))).collect();
+    let mut ranges: HashMap<ValueId, Vec<f32>> =
+        targets.iter().map(|&(v, _, c)| (v, vec![0.0; c])).collect();
+    for &file in files {
+        let path = set.files()[file].display();
+        for sample in set.load(file, &specs)? {
+            let mut bad: Option<ValueId> = None;
+            rayon::scope(|_| {
+                plan.run_observed(&sample, &mut |v, t| {
+                    let Some(&(axis, channels)) = wanted.get(&v) else {
+                        return;
+                    };
+                    let ok =
+                        observe_channels(t, axis, channels, ranges.get_mut(&v).expect("target"));
+                    if !ok && bad.is_none() {
+                        bad = Some(v);
+                    }
+                })
+            })
+            .with_context(|| format!("running equalization sample from {path}"))?;
+            if let Some(v) = bad {
+                anyhow::bail!(
+                    "{path}: tensor `{}` has values that are not finite, or not {} channels on \
+                     axis {}",
+                    graph.value(v).name,
+                    wanted[&v].1,
+                    wanted[&v].0
+                );
+            }
+        }
+    }
+    Ok(ranges)
+}
+
+/// Folds `t`'s per-channel largest magnitudes into `ranges`; false when `t` has
+/// non-finite values or another channel count.
+fn observe_channels(t: &Tensor, axis: usize, channels: usize, ranges: &mut [f32]) -> bool {
+    let shape = t.shape();
+    if shape.get(axis) != Some(&channels) {
+        return false;
+    }
+    let inner: usize = shape[axis + 1..].iter().product();
+    let converted;
+    let values = match t.as_f32() {
+        Ok(values) => values,
+        Err(_) => {
+            converted = t.to_f32_vec();
+            &converted
+        }
+    };
+    let mut finite = true;
+    for (i, run) in values.chunks(inner.max(1)).enumerate() {
+        let r = &mut ranges[i % channels];
+        for &x in run {
+            finite &= x.is_finite();
+            *r = r.max(x.abs());
+        }
+    }
+    finite
+}

@@ -77,6 +77,14 @@ pub struct CompileArgs {
     /// could not be checked.
     #[arg(long)]
     pub strict_accuracy: bool,
+    /// Rescale the channels of quantized activations first (cross-layer equalization
+    /// and SmoothQuant-style migration into producers and readers; one more pass over
+    /// the calibration files). On by default with --calib-method auto.
+    #[arg(long, conflicts_with = "no_equalize")]
+    pub equalize: bool,
+    /// Do not equalize activation channels (the default for a named --calib-method).
+    #[arg(long)]
+    pub no_equalize: bool,
     /// Percentile for --calib-method percentile.
     #[arg(long, default_value_t = 99.99)]
     pub percentile: f64,
@@ -226,6 +234,11 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         },
         per_tensor_ranges: args.calib_method == MethodChoice::PerTensor,
         method_search: args.calib_method == MethodChoice::Auto,
+        equalize: match (args.equalize, args.no_equalize) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
         accuracy_target: args.accuracy_target,
         strict_accuracy: args.strict_accuracy,
         calib: CalibOptions {

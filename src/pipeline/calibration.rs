@@ -179,7 +179,10 @@ impl Build<'_> {
 
     /// Opens the calibration data in `dir` and splits its files into (calibration,
     /// held-out) index lists; with `--shard`, this shard's share of the former.
-    fn open_data(&self, dir: &std::path::Path) -> Result<(CalibrationSet, Vec<usize>, Vec<usize>)> {
+    pub(super) fn open_data(
+        &self,
+        dir: &std::path::Path,
+    ) -> Result<(CalibrationSet, Vec<usize>, Vec<usize>)> {
         let opts = self.opts;
         let set = CalibrationSet::open(dir, &opts.data)
             .with_context(|| format!("reading calibration data in {}", dir.display()))?;

@@ -1,14 +1,15 @@
 //! Accuracy-targeted fallback: when an INT8 build still misses its target, the fewest
 //! quantized nodes (each with its input Q/DQ, as TensorRT fuses them) go back to high
-//! precision. Nodes are ranked by the quantization noise of their activation inputs
-//! relative to the signal, read from the calibration histograms (no forward pass);
-//! a bisection over "revert the k noisiest" finds the smallest k that meets the target
-//! on calibration samples, in about log2(nodes) judged models. Deterministic: ties go
-//! by graph order.
+//! precision. Nodes are ranked by their measured sensitivity: the error of the model
+//! with that node alone quantized, judged against FP32 on calibration samples (one
+//! judged model per node; ties go by the quantization noise of the node's inputs read
+//! from the calibration histograms, then graph order). A bisection over "revert the k
+//! most sensitive" then finds the smallest k that meets the target on calibration
+//! samples, in about log2(nodes) more judged models. Deterministic.
 
 use super::{Build, Transformed};
 use anyhow::{Context, Result};
-use rtq_emit::AccuracyCheck;
+use rtq_emit::{AccuracyCheck, AccuracyReport};
 use rtq_ir::{Graph, NodeId};
 use rtq_passes::quant::{plan_int8, Int8Plan};
 
@@ -20,11 +21,17 @@ impl Build<'_> {
         transformed: Transformed,
         check: &mut AccuracyCheck,
     ) -> Result<Transformed> {
-        let ranked = self.ranked_nodes(&transformed);
+        let ranked = self.ranked_nodes(&transformed)?;
         if ranked.is_empty() {
             return Ok(transformed);
         }
         let graph = &transformed.reference.graph;
+        check.sensitivity = ranked
+            .iter()
+            .map(|&(node, error)| (graph.node(node).name.clone(), error))
+            .collect();
+        self.lap("sensitivity");
+        let ranked: Vec<NodeId> = ranked.into_iter().map(|(node, _)| node).collect();
         let (mut passing, mut failing) = (ranked.len(), 0);
         while passing - failing > 1 {
             let k = (passing + failing) / 2;
@@ -59,29 +66,36 @@ impl Build<'_> {
         self.rebuild(reference, calibrated)
     }
 
-    /// The plan's quantized nodes, noisiest input first (graph order on ties).
-    fn ranked_nodes(&self, transformed: &Transformed) -> Vec<NodeId> {
+    /// The plan's quantized nodes with their sensitivity, most sensitive first.
+    fn ranked_nodes(&self, transformed: &Transformed) -> Result<Vec<(NodeId, f64)>> {
         let calibrated = &transformed.calibrated;
         let (Some(plan), Some(result)) = (&calibrated.plan, &calibrated.result) else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let graph = &transformed.reference.graph;
         let noise = result.noise_ratios();
-        let mut ranked: Vec<(f64, NodeId)> = plan
-            .quantized_nodes
-            .iter()
-            .map(|&node| {
-                let worst = plan
-                    .edges
-                    .iter()
-                    .filter(|(n, _)| *n == node)
-                    .filter_map(|&(n, slot)| noise.get(&graph.node(n).input(slot)?))
-                    .fold(0.0, |a: f64, &b| a.max(b));
-                (worst, node)
-            })
-            .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        ranked.into_iter().map(|(_, node)| node).collect()
+        let mut ranked = Vec::with_capacity(plan.quantized_nodes.len());
+        for &node in &plan.quantized_nodes {
+            let alone = plan.only(graph, node);
+            let report = self.judge_on_calibration(
+                transformed,
+                &alone,
+                &result.ranges,
+                &format!("node `{}` alone", graph.node(node).name),
+            )?;
+            let noisiest = alone
+                .activations
+                .iter()
+                .filter_map(|v| noise.get(v))
+                .fold(0.0, |a: f64, &b| a.max(b));
+            ranked.push((error(&report), noisiest, node));
+        }
+        ranked.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then(b.1.total_cmp(&a.1))
+                .then(a.2.cmp(&b.2))
+        });
+        Ok(ranked.into_iter().map(|(e, _, node)| (node, e)).collect())
     }
 
     /// The INT8 plan with `reverted` nodes kept in high precision.
@@ -105,4 +119,15 @@ impl Build<'_> {
         let report = self.judge_on_calibration(transformed, plan, ranges, "fallback")?;
         Ok(self.opts.accuracy_target.margin(&report))
     }
+}
+
+/// A judged model's distance from FP32: `1 - cosine mean` plus `1 - top-1 agreement`
+/// (where the output has a class axis), summed over outputs.
+fn error(report: &AccuracyReport) -> f64 {
+    report
+        .outputs
+        .iter()
+        .map(|o| (1.0 - o.cosine_mean) + o.top1_agreement.map_or(0.0, |t| 1.0 - t))
+        .map(|e| if e.is_nan() { f64::INFINITY } else { e })
+        .sum()
 }

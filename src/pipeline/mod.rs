@@ -1,5 +1,5 @@
 //! The compile pipeline as a sequence of typed stages:
-//! [`Loaded`] -> [`Optimized`] -> [`Calibrated`] -> [`Transformed`] -> [`CompileOutput`].
+//! [`Loaded`] -> [`Optimized`] (-> equalized [`Optimized`]) -> [`Calibrated`] -> [`Transformed`] -> [`CompileOutput`].
 //!
 //! Each stage is a method of [`Build`] that takes the previous stage's state and
 //! returns the next one, or — where `--stop-after` ends the compile there — the
@@ -7,6 +7,7 @@
 //! nothing is written until every stage has succeeded (see [`output`]).
 
 mod calibration;
+mod equalize;
 mod fallback;
 mod histograms;
 mod optimize;
@@ -108,6 +109,7 @@ pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let mut build = Build::new(opts)?;
     let loaded = next!(build.load());
     let optimized = next!(build.optimize(loaded));
+    let optimized = next!(build.equalize(optimized));
     let calibrated = next!(build.calibrate(&optimized));
     let transformed = next!(build.transform(optimized, calibrated));
     build.evaluate(&transformed)?;

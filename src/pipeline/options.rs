@@ -142,6 +142,9 @@ impl StopAfter {
             StopAfter::Pass(rtq_passes::quant::Int8QdqPass::NAME) if !precision.is_int8() => {
                 "this build inserts no INT8 Q/DQ (add --int8)"
             }
+            StopAfter::Pass(rtq_passes::quant::EqualizePass::NAME) if !opts.equalizes() => {
+                "this build does not equalize (add --int8 --equalize, or --calib-method auto)"
+            }
             StopAfter::Pass(rtq_passes::quant::Fp16Pass::NAME) if !precision.has_fp16() => {
                 "this build converts nothing to FP16 (add --fp16)"
             }
@@ -217,6 +220,9 @@ pub struct CompileOptions {
     /// When an INT8 build misses `accuracy_target`, compare every method's ranges
     /// (from the same statistics) and keep the best (`--calib-method auto`).
     pub method_search: bool,
+    /// Equalize activation channels before calibration (`--equalize` / `--no-equalize`);
+    /// `None`: with `--calib-method auto` only, see [`CompileOptions::equalizes`].
+    pub equalize: Option<bool>,
     /// Pick each quantized activation's range among every method's by the error at its
     /// consumers (`--calib-method per-tensor`, see [`crate::range_choice`]).
     pub per_tensor_ranges: bool,
@@ -268,6 +274,7 @@ impl CompileOptions {
             bail!("--int8 needs calibration data: pass --calib DIR (or saved --stats FILE)");
         }
         self.validate_statistics()?;
+        self.validate_equalize()?;
         let unknown = self.optimize.unknown_disabled();
         if !unknown.is_empty() {
             bail!(
@@ -286,6 +293,37 @@ impl CompileOptions {
             Some(stop) => stop.check(self),
             None => Ok(()),
         }
+    }
+
+    /// Whether the build equalizes activation channels: asked for, or by default in
+    /// INT8 builds with `--calib-method auto` that calibrate from data (saved statistics
+    /// describe the graph as it was, so builds that save, shard or reuse them do not).
+    pub fn equalizes(&self) -> bool {
+        let statistics =
+            !self.stats.is_empty() || self.save_stats.is_some() || self.shard.is_some();
+        self.equalize
+            .unwrap_or(self.method_search && self.int8 && self.calib_dir.is_some() && !statistics)
+    }
+
+    /// The checks of `--equalize`.
+    fn validate_equalize(&self) -> Result<()> {
+        if self.equalize != Some(true) {
+            return Ok(());
+        }
+        if !self.int8 {
+            bail!("--equalize: equalization prepares INT8 quantization (add --int8)");
+        }
+        if self.calib_dir.is_none() {
+            bail!("--equalize measures channel ranges on calibration data: pass --calib DIR");
+        }
+        if !self.stats.is_empty() || self.save_stats.is_some() || self.shard.is_some() {
+            bail!(
+                "--equalize cannot be combined with --stats, --save-stats or --shard: saved \
+                 statistics describe the graph before equalization, which rescales the tensors \
+                 they were collected on"
+            );
+        }
+        Ok(())
     }
 
     /// The checks of `--save-stats`, `--stats` and `--shard`.

@@ -58,6 +58,10 @@ impl Build<'_> {
                 quantized_nodes: summary.quantized_nodes,
                 activation_qdq: summary.activation_qdq,
                 weight_qdq: summary.weight_qdq,
+                int8_mac_share: calibrated
+                    .plan
+                    .as_ref()
+                    .and_then(|plan| int8_mac_share(&optimized.graph, plan)),
                 skipped: summary.skipped.clone(),
             });
             self.report.precision = "int8".into();
@@ -98,4 +102,20 @@ impl Build<'_> {
             ..Default::default()
         }
     }
+}
+
+/// The share of the weighted ops' multiply-accumulates that `plan` quantizes; `None`
+/// where the graph has none with known shapes.
+fn int8_mac_share(graph: &Graph, plan: &rtq_passes::quant::Int8Plan) -> Option<f64> {
+    let quantized: std::collections::HashSet<_> = plan.quantized_nodes.iter().collect();
+    let (mut total, mut int8) = (0u64, 0u64);
+    for (id, _) in graph.nodes() {
+        if let Some(macs) = rtq_passes::node_macs(graph, id) {
+            total += macs;
+            if quantized.contains(&id) {
+                int8 += macs;
+            }
+        }
+    }
+    (total > 0).then(|| int8 as f64 / total as f64)
 }

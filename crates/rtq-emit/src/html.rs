@@ -131,6 +131,9 @@ fn summary(s: &mut String, report: &CompileReport) {
             ),
         ));
     }
+    if let Some(line) = report.equalization_line() {
+        rows.push(("equalization", line));
+    }
     if let Some(q) = &report.quantization {
         rows.push((
             "calibration",
@@ -139,8 +142,14 @@ fn summary(s: &mut String, report: &CompileReport) {
         rows.push((
             "int8",
             format!(
-                "{} nodes quantized, {} activation Q/DQ, {} per-channel weights",
-                q.quantized_nodes, q.activation_qdq, q.weight_qdq
+                "{} nodes quantized, {} activation Q/DQ, {} per-channel weights{}",
+                q.quantized_nodes,
+                q.activation_qdq,
+                q.weight_qdq,
+                q.int8_mac_share.map_or(String::new(), |m| format!(
+                    ", {:.1}% of MACs in INT8",
+                    100.0 * m
+                ))
             ),
         ));
     }

@@ -76,6 +76,36 @@ pub struct Int8Plan {
     pub scale_format: ScaleFormat,
 }
 
+impl Int8Plan {
+    /// The part of the plan that quantizes `node` alone: its input Q/DQ and weights.
+    pub fn only(&self, graph: &Graph, node: NodeId) -> Int8Plan {
+        let edges: Vec<(NodeId, usize)> = self
+            .edges
+            .iter()
+            .copied()
+            .filter(|(n, _)| *n == node)
+            .collect();
+        let mut activations: Vec<ValueId> = edges
+            .iter()
+            .filter_map(|&(n, slot)| graph.node(n).input(slot))
+            .collect();
+        activations.dedup();
+        Int8Plan {
+            activations,
+            edges,
+            weights: self
+                .weights
+                .iter()
+                .filter(|w| w.node == node)
+                .cloned()
+                .collect(),
+            quantized_nodes: vec![node],
+            skipped: Vec::new(),
+            scale_format: self.scale_format,
+        }
+    }
+}
+
 /// What [`apply_int8`] did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Int8Summary {

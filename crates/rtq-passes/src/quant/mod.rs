@@ -1,7 +1,8 @@
 //! Precision transforms: INT8 explicit quantization (Q/DQ insertion following TensorRT's
-//! placement rules) and FP16 conversion. Both are ordinary graph transforms with
+//! placement rules), activation channel equalization ahead of it, and FP16 conversion. Both are ordinary graph transforms with
 //! include/exclude filters, run as passes ([`Int8QdqPass`], [`Fp16Pass`]); rtq makes every precision decision in the graph itself.
 
+mod equalize;
 mod error;
 mod filter;
 mod fp16;
@@ -9,10 +10,14 @@ mod int8;
 mod passes;
 mod weights;
 
+pub use equalize::{
+    apply_equalization, plan_equalization, EqualizeOptions, EqualizeSite, EqualizeSummary,
+    EqualizedTensor,
+};
 pub use error::QuantError;
 pub use filter::NodeFilter;
 pub use fp16::{convert_fp16, Fp16Options, Fp16Summary, FP16_MAX, HALF_QDQ_OPSET};
 pub use int8::{apply_int8, plan_int8, Int8Options, Int8Plan, Int8Summary, WeightQuant};
-pub use passes::{Fp16Pass, Int8QdqPass, PRECISION_PASS_NAMES};
+pub use passes::{EqualizePass, Fp16Pass, Int8QdqPass, PRECISION_PASS_NAMES};
 pub use rtq_ir::ScaleFormat;
 pub use weights::{quantize_per_channel, quantize_symmetric};

@@ -3,7 +3,10 @@
 //! statistics apply to them too. Each applies its transform once (a second run changes
 //! nothing) and keeps the transform's summary for the report.
 
-use super::{apply_int8, convert_fp16, Fp16Options, Fp16Summary, Int8Plan, Int8Summary};
+use super::{
+    apply_equalization, apply_int8, convert_fp16, EqualizeOptions, EqualizeSite, EqualizeSummary,
+    Fp16Options, Fp16Summary, Int8Plan, Int8Summary,
+};
 use crate::{Pass, PassError};
 use rtq_ir::{Graph, ValueId};
 use std::collections::HashMap;
@@ -45,6 +48,54 @@ impl Pass for Int8QdqPass<'_> {
         let (plan, ranges) = (self.plan, self.ranges);
         run_once(&mut self.summary, Self::NAME, || {
             apply_int8(graph, plan, ranges)
+        })
+    }
+}
+
+/// Rescales activation channels ahead of INT8 ([`apply_equalization`]), with each
+/// site's channel ranges from calibration data.
+#[derive(Debug)]
+pub struct EqualizePass<'a> {
+    sites: &'a [EqualizeSite],
+    channel_ranges: &'a HashMap<ValueId, Vec<f32>>,
+    options: EqualizeOptions,
+    summary: Option<EqualizeSummary>,
+}
+
+impl<'a> EqualizePass<'a> {
+    /// Name of the pass.
+    pub const NAME: &'static str = "equalize";
+
+    /// The pass for `sites`, with `channel_ranges` giving each site's per-channel
+    /// largest magnitude.
+    pub fn new(
+        sites: &'a [EqualizeSite],
+        channel_ranges: &'a HashMap<ValueId, Vec<f32>>,
+        options: EqualizeOptions,
+    ) -> EqualizePass<'a> {
+        EqualizePass {
+            sites,
+            channel_ranges,
+            options,
+            summary: None,
+        }
+    }
+
+    /// What the transform did, once the pass has run.
+    pub fn summary(&self) -> Option<&EqualizeSummary> {
+        self.summary.as_ref()
+    }
+}
+
+impl Pass for EqualizePass<'_> {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
+        let (sites, ranges, options) = (self.sites, self.channel_ranges, &self.options);
+        run_once(&mut self.summary, Self::NAME, || {
+            apply_equalization(graph, sites, ranges, options)
         })
     }
 }
@@ -102,7 +153,7 @@ fn run_once<S>(
 }
 
 /// Names of the precision passes, for validating `--stop-after`.
-pub const PRECISION_PASS_NAMES: &[&str] = &[Int8QdqPass::NAME, Fp16Pass::NAME];
+pub const PRECISION_PASS_NAMES: &[&str] = &[EqualizePass::NAME, Int8QdqPass::NAME, Fp16Pass::NAME];
 
 #[cfg(test)]
 mod tests {
