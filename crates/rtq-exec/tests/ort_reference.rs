@@ -94,6 +94,14 @@ fn attr(v: &Value) -> (String, Attr) {
                 .map(|x| x.as_f64().expect("float") as f32)
                 .collect(),
         ),
+        "strings" => Attr::Strings(
+            value
+                .as_array()
+                .expect("strings")
+                .iter()
+                .map(|x| x.as_str().expect("string").to_string())
+                .collect(),
+        ),
         "tensor" => Attr::Tensor(tensor(value)),
         other => panic!("unknown attribute type {other}"),
     };

@@ -40,10 +40,10 @@ pub(crate) const OPS: &[OpSpec] = specs![
     "EyeLike" ANY, 1..=1; "Flatten" ANY, 1..=1; "Floor" ANY, 1..=1; "Gather" ANY, 2..=2;
     "GatherElements" ANY, 2..=2; "GatherND" ANY, 2..=2; "Gelu" ANY, 1..=1; "Gemm" ANY, 2..=3;
     "GlobalAveragePool" ANY, 1..=1; "GlobalLpPool" ANY, 1..=1; "GlobalMaxPool" ANY, 1..=1;
-    "Greater" ANY, 2..=2; "GreaterOrEqual" ANY, 2..=2; "GroupNormalization" ANY, 3..=3;
+    "Greater" ANY, 2..=2; "GreaterOrEqual" ANY, 2..=2; "GroupNormalization" ANY, 3..=3; "GRU" ANY, 3..=6;
     "HardSigmoid" ANY, 1..=1; "HardSwish" ANY, 1..=1; "Hardmax" ANY, 1..=1; "Identity" ANY, 1..=1;
     "InstanceNormalization" ANY, 3..=3; "IsInf" ANY, 1..=1; "IsNaN" ANY, 1..=1; "LRN" ANY, 1..=1;
-    "LayerNormalization" ANY, 2..=3; "LeakyRelu" ANY, 1..=1; "Less" ANY, 2..=2; "LessOrEqual" ANY, 2..=2;
+    "LayerNormalization" ANY, 2..=3; "LeakyRelu" ANY, 1..=1; "LSTM" ANY, 3..=8; "Less" ANY, 2..=2; "LessOrEqual" ANY, 2..=2;
     "Log" ANY, 1..=1; "LogSoftmax" ANY, 1..=1; "LpNormalization" ANY, 1..=1; "LpPool" ANY, 1..=1;
     "MatMul" ANY, 2..=2; "Max" ANY, 1..=MANY; "MaxPool" ANY, 1..=1; "Mean" ANY, 1..=MANY;
     "MeanVarianceNormalization" ANY, 1..=1; "Min" ANY, 1..=MANY;
@@ -52,7 +52,7 @@ pub(crate) const OPS: &[OpSpec] = specs![
     "Pow" ANY, 2..=2; "QuantizeLinear" ANY, 2..=3; "Range" ANY, 3..=3; "Reciprocal" ANY, 1..=1;
     "ReduceL1" ANY, 1..=2; "ReduceL2" ANY, 1..=2; "ReduceLogSum" ANY, 1..=2; "ReduceLogSumExp" ANY, 1..=2;
     "ReduceMax" ANY, 1..=2; "ReduceMean" ANY, 1..=2; "ReduceMin" ANY, 1..=2; "ReduceProd" ANY, 1..=2;
-    "ReduceSum" ANY, 1..=2; "ReduceSumSquare" ANY, 1..=2; "Relu" ANY, 1..=1; "Reshape" ANY, 1..=2;
+    "ReduceSum" ANY, 1..=2; "ReduceSumSquare" ANY, 1..=2; "Relu" ANY, 1..=1; "RNN" ANY, 3..=6; "Reshape" ANY, 1..=2;
     "Resize" ANY, 1..=4; "Round" ANY, 1..=1; "ScatterElements" ANY, 3..=3; "ScatterND" ANY, 3..=3;
     "Selu" ANY, 1..=1; "Shape" ANY, 1..=1; "Shrink" ANY, 1..=1; "Sigmoid" ANY, 1..=1; "Sign" ANY, 1..=1;
     "Sin" ANY, 1..=1; "Sinh" ANY, 1..=1; "Size" ANY, 1..=1; "Slice" ANY, 1..=5; "Softmax" ANY, 1..=1;

@@ -23,6 +23,7 @@ mod onehot;
 mod pad;
 mod pool;
 mod quant;
+mod recurrent;
 mod reduce;
 mod resize;
 mod scatter;
@@ -56,6 +57,7 @@ pub(crate) const FAMILIES: &[&[(&str, Kernel)]] = &[
     pad::KERNELS,
     pool::KERNELS,
     quant::KERNELS,
+    recurrent::KERNELS,
     reduce::KERNELS,
     resize::KERNELS,
     scatter::KERNELS,

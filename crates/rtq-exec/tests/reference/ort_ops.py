@@ -61,6 +61,8 @@ def encode_attr(name, value):
     if isinstance(value, np.ndarray):
         return {"name": name, "type": "tensor", "value": encode(value)}
     if isinstance(value, (list, tuple)):
+        if all(isinstance(v, str) for v in value):
+            return {"name": name, "type": "strings", "value": list(value)}
         if all(isinstance(v, (int, np.integer)) for v in value):
             return {"name": name, "type": "ints", "value": [int(v) for v in value]}
         return {"name": name, "type": "floats", "value": [float(v) for v in value]}
@@ -76,8 +78,10 @@ def onnx_attr(value):
 CASES = []
 
 
-def case(name, op, inputs, attrs=None, outputs=1, opset=17, rtol=1e-4, atol=1e-5):
-    """Runs `op` on `inputs` (None = omitted optional input) with onnxruntime."""
+def case(name, op, inputs, attrs=None, outputs=1, opset=17, rtol=1e-4, atol=1e-5,
+         evaluator="onnxruntime"):
+    """Runs `op` on `inputs` (None = omitted optional input) with onnxruntime, or with
+    onnx's reference evaluator (`evaluator="onnx"`) where onnxruntime lacks the form."""
     attrs = attrs or {}
     in_names = []
     feeds = {}
@@ -100,10 +104,15 @@ def case(name, op, inputs, attrs=None, outputs=1, opset=17, rtol=1e-4, atol=1e-5
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    results = sess.run(out_names, feeds)
+    if evaluator == "onnx":
+        from onnx.reference import ReferenceEvaluator
+        results = ReferenceEvaluator(model).run(out_names, feeds)
+    else:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
+        results = sess.run(out_names, feeds)
     CASES.append(
         {
             "name": name,
@@ -285,6 +294,53 @@ def build():
          rtol=2e-3, atol=2e-3)
     case("softmax_f16", "Softmax", [rand(2, 5, lo=-3, hi=3).astype(np.float16)], rtol=2e-3, atol=1e-3)
     case("relu_f16", "Relu", [rand(10).astype(np.float16)], rtol=0, atol=0)
+    # --- Recurrent layers -----------------------------------------------------------
+    seq, batch, inp, hid = 5, 3, 4, 6
+    lens = np.array([5, 2, 0], np.int32)
+
+    def rnn_inputs(gates, dirs, layout=0, bias=True, states=0, peep=False, seq_lens=None):
+        x = rand(batch, seq, inp) if layout else rand(seq, batch, inp)
+        state = (lambda: rand(batch, dirs, hid)) if layout else (lambda: rand(dirs, batch, hid))
+        ins = [x, rand(dirs, gates * hid, inp), rand(dirs, gates * hid, hid),
+               rand(dirs, 2 * gates * hid) if bias else None, seq_lens]
+        ins += [state() for _ in range(states)]
+        if peep:
+            ins += [None] * (2 - states) + [rand(dirs, 3 * hid)]
+        while ins and ins[-1] is None:
+            ins.pop()
+        return ins
+
+    case("lstm_forward", "LSTM", rnn_inputs(4, 1), {"hidden_size": hid}, outputs=3, opset=14)
+    case("lstm_bidirectional_lens_states_peepholes", "LSTM",
+         rnn_inputs(4, 2, states=2, peep=True, seq_lens=lens),
+         {"hidden_size": hid, "direction": "bidirectional"}, outputs=3, opset=14)
+    # onnxruntime runs layout 0 only: layout 1 against onnx's reference evaluator (which
+    # ignores `clip`: clip is checked against onnxruntime in layout 0).
+    case("lstm_layout1_states", "LSTM", rnn_inputs(4, 2, layout=1, states=2),
+         {"hidden_size": hid, "layout": 1, "direction": "bidirectional"}, outputs=3, opset=14,
+         evaluator="onnx")
+    case("lstm_clip_lens", "LSTM", rnn_inputs(4, 1, states=2, seq_lens=lens),
+         {"hidden_size": hid, "clip": 0.7}, outputs=3, opset=14)
+    case("lstm_reverse_input_forget", "LSTM", rnn_inputs(4, 1, states=1),
+         {"hidden_size": hid, "direction": "reverse", "input_forget": 1}, outputs=3, opset=14)
+    case("lstm_activations", "LSTM", rnn_inputs(4, 1),
+         {"hidden_size": hid, "activations": ["HardSigmoid", "LeakyRelu", "Softsign"],
+          "activation_alpha": [0.3, 0.05], "activation_beta": [0.4]}, outputs=3, opset=14)
+    case("gru_forward_states", "GRU", rnn_inputs(3, 1, states=1), {"hidden_size": hid},
+         outputs=2, opset=14)
+    case("gru_bidirectional_linear_before_reset_lens", "GRU", rnn_inputs(3, 2, seq_lens=lens),
+         {"hidden_size": hid, "direction": "bidirectional", "linear_before_reset": 1},
+         outputs=2, opset=14)
+    case("gru_layout1_no_bias", "GRU", rnn_inputs(3, 1, layout=1, bias=False),
+         {"hidden_size": hid, "layout": 1}, outputs=2, opset=14, evaluator="onnx")
+    case("rnn_bidirectional_relu_lens", "RNN", rnn_inputs(1, 2, states=1, seq_lens=lens),
+         {"hidden_size": hid, "direction": "bidirectional", "activations": ["Relu", "Tanh"]},
+         outputs=2, opset=14)
+    case("rnn_reverse_layout1", "RNN", rnn_inputs(1, 1, layout=1),
+         {"hidden_size": hid, "direction": "reverse", "layout": 1}, outputs=2,
+         opset=14, evaluator="onnx")
+    case("rnn_reverse_clip", "RNN", rnn_inputs(1, 1),
+         {"hidden_size": hid, "direction": "reverse", "clip": 0.5}, outputs=2, opset=14)
     case("dequantize_f16_scale", "DequantizeLinear",
          [RNG.integers(0, 256, size=(6,)).astype(np.uint8), np.array(0.0123, np.float16), np.array(7, np.uint8)],
          opset=19, rtol=0, atol=0)

@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 pub const FP16_MAX: f32 = 65504.0;
 
 /// Ops kept in FP32: numerically fragile (exponentials, powers, long reductions,
-/// normalisations whose variance overflows FP16), index/shape producing, or defined
-/// on float32 only.
+/// normalisations whose variance overflows FP16, recurrent layers whose state
+/// accumulates over the sequence — onnxruntime's CPU provider has no FP16 kernels for
+/// them either), index/shape producing, or defined on float32 only.
 const KEEP_FP32_OPS: &[&str] = &[
     "Exp",
     "Log",
@@ -44,6 +45,9 @@ const KEEP_FP32_OPS: &[&str] = &[
     "DequantizeLinear",
     "DynamicQuantizeLinear",
     "Einsum",
+    "LSTM",
+    "GRU",
+    "RNN",
 ];
 
 /// Q/DQ ops, which compute in half precision in mixed INT8/FP16 builds
