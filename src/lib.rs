@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod accuracy;
+pub mod bias_correction;
 pub mod calibrate;
 pub mod diagnose;
 pub mod pipeline;

@@ -91,6 +91,17 @@ fn compile(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> std::proce
     rtq(&args)
 }
 
+/// `{tensor: amax}` of a report's ranges, as JSON for the reference scripts.
+fn amax_by_tensor(report: &serde_json::Value) -> serde_json::Value {
+    report["ranges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["tensor"].as_str().unwrap().to_string(), r["amax"].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
 fn report(out: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
 }
@@ -313,12 +324,7 @@ fn fallback_reverts_exactly_the_branches_an_independent_reference_finds_failing(
     // channel, judged like rtq's method search and fallback (mean cosine per output
     // on the last 8 calibration files: 24 files, 4 held out). The outputs are
     // independent, so the fewest nodes to revert are exactly the failing branches.
-    let ranges: serde_json::Map<String, serde_json::Value> = report["ranges"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["tensor"].as_str().unwrap().to_string(), r["amax"].clone()))
-        .collect();
+    let ranges = amax_by_tensor(&report);
     let code = format!(
         r#"
 import glob, json, numpy as np, onnx
@@ -344,7 +350,7 @@ print(json.dumps(failing))
 "#,
         model = model.display(),
         calib = calib.display(),
-        ranges = serde_json::Value::Object(ranges)
+        ranges = ranges
     );
     let expected: serde_json::Value = serde_json::from_str(python_inline(&code).trim()).unwrap();
     assert!(
@@ -414,4 +420,119 @@ print(best)
     let report = report(auto.path());
     assert_ne!(expected, "entropy", "the model must need the search");
     assert_eq!(report["accuracy_check"]["method"], expected.as_str());
+}
+
+/// x [1, 16, 12, 12] in [0, 1] -> Conv 1x1 (w1, b1) -> Relu -> r1 -> Conv 1x1 (w2, b2)
+/// -> y. The weights sit just under a rounding step (0.4961 of a maximum of 1 rounds to
+/// 63/127 = 0.49606...) plus noise, so per-channel rounding shifts every output's mean
+/// the same way; all inputs positive, so the shifts add up.
+const SHIFTED: &str = r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+rng = np.random.default_rng(21)
+def weights(o, c):
+    w = 0.4961 + rng.normal(0, 0.0004, (o, c, 1, 1))
+    w[:, 0] = 1.0
+    return (w * rng.choice([1.0, 0.5], (o, 1, 1, 1))).astype(np.float32)
+inits = {"w1": weights(16, 16), "b1": rng.normal(0, 0.1, 16).astype(np.float32),
+         "w2": weights(8, 16), "b2": rng.normal(0, 0.1, 8).astype(np.float32)}
+nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1"),
+         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+         helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], name="conv2")]
+g = helper.make_graph(nodes, "shifted",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 12, 12])],
+    [numpy_helper.from_array(v, k) for k, v in inits.items()])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
+for i in range(24):
+    np.save(f"{CALIB}/s{i:02d}.npy", rng.uniform(0, 1, (1, 16, 12, 12)).astype(np.float32))
+"#;
+
+#[test]
+fn bias_correction_matches_an_independent_sequential_reference() {
+    if skip_python() {
+        return;
+    }
+    let (_dir, model, calib) = python_model("shifted.onnx", SHIFTED);
+    let out = tempfile::tempdir().unwrap();
+    let run = compile(
+        &model,
+        &calib,
+        out.path(),
+        &["--calib-method", "max", "--bias-correction"],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report = report(out.path());
+    let trial = &report["accuracy_check"]["bias_correction"];
+    assert_eq!(trial["nodes"], 2, "{report}");
+    assert_eq!(trial["applied"], true, "{report}");
+    let ranges = amax_by_tensor(&report);
+    // Written out in numpy, without rtq: both convs fake-quantized (inputs at rtq's
+    // ranges, weights per output channel), the first's mean shift per channel removed
+    // before the second runs, on the files bias correction measures on (24 files, 4
+    // held out, the last 8 of the other 20 judge: files 0-11). Prints the corrected
+    // biases; rtq's model must carry the same.
+    let code = format!(
+        r#"
+import glob, json, numpy as np, onnx
+from onnx import numpy_helper
+m = onnx.load(r"{model}")
+p = {{i.name: numpy_helper.to_array(i).astype(np.float64) for i in m.graph.initializer}}
+amax = json.loads(r'{ranges}')
+def fq(x, a): s = np.float32(a) / np.float32(127); return np.clip(np.round(x / s), -128, 127) * s
+def wq(w):
+    s = (np.abs(w).reshape(len(w), -1).max(1) / 127).astype(np.float32).astype(np.float64)
+    return np.clip(np.round(w / s[:, None, None, None]), -127, 127) * s[:, None, None, None]
+def conv(x, w, b): return np.einsum("oc,nchw->nohw", w[:, :, 0, 0], x) + b[None, :, None, None]
+xs = [np.load(f).astype(np.float64) for f in sorted(glob.glob(r"{calib}/*.npy"))[:12]]
+mean = lambda ys: np.mean([y.mean(axis=(0, 2, 3)) for y in ys], axis=0)
+f1 = [conv(x, p["w1"], p["b1"]) for x in xs]
+q1 = [conv(fq(x, amax["x"]), wq(p["w1"]), p["b1"]) for x in xs]
+s1 = mean(q1) - mean(f1)
+q1 = [np.maximum(y - s1[None, :, None, None], 0) for y in q1]
+f2 = [conv(np.maximum(y, 0), p["w2"], p["b2"]) for y in f1]
+q2 = [conv(fq(r, amax["r1"]), wq(p["w2"]), p["b2"]) for r in q1]
+s2 = mean(q2) - mean(f2)
+print(json.dumps({{"conv1": (p["b1"] - s1).tolist(), "conv2": (p["b2"] - s2).tolist(),
+                  "shift": float(np.abs(s2).max())}}))
+"#,
+        model = model.display(),
+        calib = calib.display(),
+        ranges = ranges
+    );
+    let expected: serde_json::Value = serde_json::from_str(python_inline(&code).trim()).unwrap();
+    assert!(
+        expected["shift"].as_f64().unwrap() > 1e-3,
+        "the model must shift the means: {expected}"
+    );
+    let int8 = out.path().join("shifted_int8.onnx");
+    let code = format!(
+        r#"
+import json, onnx
+from onnx import numpy_helper
+m = onnx.load(r"{int8}")
+inits = {{i.name: numpy_helper.to_array(i) for i in m.graph.initializer}}
+print(json.dumps({{n.name: inits[n.input[2]].tolist() for n in m.graph.node if n.op_type == "Conv"}}))
+"#,
+        int8 = int8.display()
+    );
+    let got: serde_json::Value = serde_json::from_str(python_inline(&code).trim()).unwrap();
+    for conv in ["conv1", "conv2"] {
+        let pairs = got[conv]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(expected[conv].as_array().unwrap());
+        for (g, e) in pairs {
+            let (g, e) = (g.as_f64().unwrap(), e.as_f64().unwrap());
+            assert!(
+                (g - e).abs() < 1e-4,
+                "{conv}: {g} vs {e}\n{got}\n{expected}"
+            );
+        }
+    }
 }

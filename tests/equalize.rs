@@ -38,20 +38,12 @@ for i in range(20):
     np.save(f"{CALIB}/s{i:02d}.npy", rng.standard_normal((1, 3, 16, 16)).astype(np.float32))
 "#;
 
-/// `rtq compile MODEL --int8 --calib CALIB -o OUT --quiet EXTRA...`, which must succeed.
+/// `rtq compile MODEL --int8 --calib CALIB -o OUT --quiet EXTRA...`, which must
+/// succeed; its report.
 fn build(model: &Path, calib: &Path, out: &Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec![
-        "compile",
-        model.to_str().unwrap(),
-        "--int8",
-        "--calib",
-        calib.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--quiet",
-    ];
+    let mut args = vec!["--int8", "--calib", calib.to_str().unwrap(), "--quiet"];
     args.extend_from_slice(extra);
-    rtq_ok(&args);
+    compile_ok(model, out, &args);
     serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
 }
 

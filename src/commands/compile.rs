@@ -85,6 +85,14 @@ pub struct CompileArgs {
     /// Do not equalize activation channels (the default for a named --calib-method).
     #[arg(long)]
     pub no_equalize: bool,
+    /// Subtract the mean shift quantization causes in each quantized Conv/Gemm/MatMul
+    /// output from its bias (measured on calibration samples, layer after layer).
+    /// Tried by default with --calib-method auto, and kept where it helps.
+    #[arg(long, conflicts_with = "no_bias_correction")]
+    pub bias_correction: bool,
+    /// Never correct biases.
+    #[arg(long)]
+    pub no_bias_correction: bool,
     /// Percentile for --calib-method percentile.
     #[arg(long, default_value_t = 99.99)]
     pub percentile: f64,
@@ -234,6 +242,11 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         },
         per_tensor_ranges: args.calib_method == MethodChoice::PerTensor,
         method_search: args.calib_method == MethodChoice::Auto,
+        bias_correction: match (args.bias_correction, args.no_bias_correction) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
         equalize: match (args.equalize, args.no_equalize) {
             (true, _) => Some(true),
             (_, true) => Some(false),

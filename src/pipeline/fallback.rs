@@ -7,9 +7,10 @@
 //! most sensitive" then finds the smallest k that meets the target on calibration
 //! samples, in about log2(nodes) more judged models. Deterministic.
 
+use super::target::error_against_fp32;
 use super::{Build, Transformed};
 use anyhow::{Context, Result};
-use rtq_emit::{AccuracyCheck, AccuracyReport};
+use rtq_emit::AccuracyCheck;
 use rtq_ir::{Graph, NodeId};
 use rtq_passes::quant::{plan_int8, Int8Plan};
 
@@ -88,7 +89,7 @@ impl Build<'_> {
                 .iter()
                 .filter_map(|v| noise.get(v))
                 .fold(0.0, |a: f64, &b| a.max(b));
-            ranked.push((error(&report), noisiest, node));
+            ranked.push((error_against_fp32(&report), noisiest, node));
         }
         ranked.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
@@ -119,15 +120,4 @@ impl Build<'_> {
         let report = self.judge_on_calibration(transformed, plan, ranges, "fallback")?;
         Ok(self.opts.accuracy_target.margin(&report))
     }
-}
-
-/// A judged model's distance from FP32: `1 - cosine mean` plus `1 - top-1 agreement`
-/// (where the output has a class axis), summed over outputs.
-fn error(report: &AccuracyReport) -> f64 {
-    report
-        .outputs
-        .iter()
-        .map(|o| (1.0 - o.cosine_mean) + o.top1_agreement.map_or(0.0, |t| 1.0 - t))
-        .map(|e| if e.is_nan() { f64::INFINITY } else { e })
-        .sum()
 }

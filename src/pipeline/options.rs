@@ -220,6 +220,10 @@ pub struct CompileOptions {
     /// When an INT8 build misses `accuracy_target`, compare every method's ranges
     /// (from the same statistics) and keep the best (`--calib-method auto`).
     pub method_search: bool,
+    /// Empirical bias correction of INT8 builds (`--bias-correction` /
+    /// `--no-bias-correction`); `None`: with `--calib-method auto`, tried and kept where
+    /// it brings the build closer to FP32 on calibration samples.
+    pub bias_correction: Option<bool>,
     /// Equalize activation channels before calibration (`--equalize` / `--no-equalize`);
     /// `None`: with `--calib-method auto` only, see [`CompileOptions::equalizes`].
     pub equalize: Option<bool>,
@@ -275,6 +279,12 @@ impl CompileOptions {
         }
         self.validate_statistics()?;
         self.validate_equalize()?;
+        if self.bias_correction == Some(true) && (!self.int8 || self.fp16) {
+            bail!(
+                "--bias-correction corrects INT8 builds with FP32 elsewhere (use --int8 without \
+                 --fp16)"
+            );
+        }
         let unknown = self.optimize.unknown_disabled();
         if !unknown.is_empty() {
             bail!(
@@ -303,6 +313,14 @@ impl CompileOptions {
             !self.stats.is_empty() || self.save_stats.is_some() || self.shard.is_some();
         self.equalize
             .unwrap_or(self.method_search && self.int8 && self.calib_dir.is_some() && !statistics)
+    }
+
+    /// Whether the build tries bias correction, and whether it must keep it.
+    pub fn bias_correction(&self) -> (bool, bool) {
+        match self.bias_correction {
+            Some(forced) => (forced, forced),
+            None => (self.method_search && self.int8, false),
+        }
     }
 
     /// The checks of `--equalize`.

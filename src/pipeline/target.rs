@@ -20,6 +20,10 @@ use std::collections::{BTreeMap, HashMap};
 /// At most this many calibration files judge candidate builds (methods, fallbacks).
 const SELECTION_FILES: usize = 8;
 
+/// Bias correction measures on calibration files other than the judging ones: at
+/// least this many (with fewer, `auto` does not try it), at most twice as many as judge.
+const MIN_MEASURE_FILES: usize = 4;
+
 impl Build<'_> {
     /// Judges the build against the accuracy target, searching for a better method
     /// where allowed; records the verdict (and any warning) in the report.
@@ -73,9 +77,16 @@ impl Build<'_> {
                 check.method = Some(best.name().to_string());
             }
         }
+        let remedied = !check.method_search.is_empty();
         if !check.misses.is_empty() && searchable {
             transformed = self.fall_back(transformed, &mut check)?;
             let accuracy = self.report.accuracy.last().expect("re-evaluated");
+            check.misses = target.misses(accuracy);
+        }
+        let (try_bias, forced) = self.opts.bias_correction();
+        if precision == Precision::Int8 && try_bias && (forced || remedied) {
+            transformed = self.correct_biases(transformed, &mut check, forced)?;
+            let accuracy = self.report.accuracy.last().expect("evaluated");
             check.misses = target.misses(accuracy);
         }
         check.met = check.misses.is_empty();
@@ -214,6 +225,65 @@ impl Build<'_> {
 }
 
 impl Build<'_> {
+    /// Empirical bias correction of the build (see [`crate::bias_correction`]): output
+    /// means measured on calibration files other than the judging ones, the corrected
+    /// model judged on those against the uncorrected one; kept when `forced` or better.
+    fn correct_biases(
+        &mut self,
+        mut transformed: Transformed,
+        check: &mut AccuracyCheck,
+        forced: bool,
+    ) -> Result<Transformed> {
+        let calibrated = &transformed.calibrated;
+        let set = calibrated.set.as_ref().expect("an INT8 build has data");
+        let judging = selection_files(calibrated);
+        let others = &calibrated.calib_files[..calibrated.calib_files.len() - judging.len()];
+        let measure_on = match others.len() {
+            n if n >= MIN_MEASURE_FILES => &others[n.saturating_sub(SELECTION_FILES * 2)..],
+            _ if forced => &calibrated.calib_files[..],
+            _ => return Ok(transformed),
+        };
+        let reference = &transformed.reference.graph;
+        let shifts =
+            crate::bias_correction::measure_shifts(reference, &transformed.graph, set, measure_on)
+                .context("measuring bias shifts")?;
+        if shifts.shifts.is_empty() {
+            return Ok(transformed);
+        }
+        let mut corrected = transformed.graph.clone();
+        rtq_passes::quant::apply_bias_shifts(&mut corrected, &shifts.shifts)
+            .context("correcting biases")?;
+        let judge = |graph: &rtq_ir::Graph, what: &str| -> Result<AccuracyReport> {
+            let outputs = match self.selection_reference.get() {
+                Some(outputs) => outputs,
+                None => {
+                    let outputs = ReferenceOutputs::compute(reference, set, judging)?;
+                    self.selection_reference.get_or_init(|| outputs)
+                }
+            };
+            outputs.compare(graph, set, what)
+        };
+        let before = judge(&transformed.graph, "int8")?;
+        let after = judge(&corrected, "bias-corrected int8")?;
+        // Kept by `auto` only for a clear gain: the error against FP32 down by a tenth.
+        let applied = forced || error_against_fp32(&after) < 0.9 * error_against_fp32(&before);
+        let target = self.opts.accuracy_target;
+        check.bias_correction = Some(rtq_emit::BiasCorrectionTrial {
+            nodes: shifts.shifts.len(),
+            samples: shifts.samples,
+            margin_before: target.margin(&before),
+            margin_after: target.margin(&after),
+            applied,
+        });
+        self.lap("bias-correction");
+        if applied {
+            transformed.graph = corrected;
+            self.report.accuracy.clear();
+            self.evaluate(&transformed)?;
+        }
+        Ok(transformed)
+    }
+
     /// The per-layer comparison of the emitted graph with FP32 on the held-out files.
     fn diagnose(&mut self, transformed: &Transformed) -> Result<rtq_emit::PerLayerReport> {
         let calibrated = &transformed.calibrated;
@@ -259,6 +329,17 @@ fn all_ranges(
             Ok((RangeSource::Method(method), ranges))
         })
         .collect()
+}
+
+/// A judged model's distance from FP32: `1 - cosine mean` plus `1 - top-1 agreement`
+/// (where the output has a class axis), summed over outputs.
+pub(super) fn error_against_fp32(report: &AccuracyReport) -> f64 {
+    report
+        .outputs
+        .iter()
+        .map(|o| (1.0 - o.cosine_mean) + o.top1_agreement.map_or(0.0, |t| 1.0 - t))
+        .map(|e| if e.is_nan() { f64::INFINITY } else { e })
+        .sum()
 }
 
 /// The search's record of one method.

@@ -15,7 +15,8 @@ pub use error::EmitError;
 pub use html::render_html;
 pub use onnx::{ir_version_for_opset, to_model_bytes, to_model_proto, write_onnx, EmitOptions};
 pub use report::{
-    AccuracyCheck, AccuracyReport, CompileReport, GraphSummary, LayerError, MethodTrial,
-    OutputAccuracy, OutputScatter, PerLayerReport, QuantSummary, TensorHistogram, TensorRange,
+    AccuracyCheck, AccuracyReport, BiasCorrectionTrial, CompileReport, GraphSummary, LayerError,
+    MethodTrial, OutputAccuracy, OutputScatter, PerLayerReport, QuantSummary, TensorHistogram,
+    TensorRange,
 };
 pub use target::AccuracyTarget;

@@ -162,6 +162,23 @@ pub struct AccuracyCheck {
     pub fallback_trials: Vec<(usize, f64)>,
     /// Nodes the INT8 plan quantized, and how many of them still are.
     pub quantized_nodes: (usize, usize),
+    /// Empirical bias correction, where it was tried.
+    pub bias_correction: Option<BiasCorrectionTrial>,
+}
+
+/// Empirical bias correction of an INT8 build, judged on calibration samples.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BiasCorrectionTrial {
+    /// Weighted ops whose bias was corrected.
+    pub nodes: usize,
+    /// Samples the output means were measured on.
+    pub samples: usize,
+    /// Margin to the target on the judging samples without the correction.
+    pub margin_before: f64,
+    /// The same with it.
+    pub margin_after: f64,
+    /// Whether the emitted model keeps it (asked for, or better with `auto`).
+    pub applied: bool,
 }
 
 /// Every tensor the FP32 and the quantized graph both compute, compared.

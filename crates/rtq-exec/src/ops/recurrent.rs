@@ -195,6 +195,16 @@ struct Dims {
     gates: usize,
 }
 
+/// Where direction `dir`'s state of batch entry `b` starts in a `[directions, batch,
+/// hidden]` tensor (`[batch, directions, hidden]` in layout 1).
+fn state_offset(d: &Dims, dir: usize, b: usize, batch_major: bool) -> usize {
+    if batch_major {
+        (b * d.directions + dir) * d.hidden
+    } else {
+        (dir * d.batch + b) * d.hidden
+    }
+}
+
 /// An optional `[directions, batch, hidden]` state input (`[batch, directions, hidden]`
 /// in layout 1), as `[directions][batch * hidden]`.
 fn state_input(
@@ -218,11 +228,7 @@ fn state_input(
     }
     for (dir, state) in states.iter_mut().enumerate() {
         for b in 0..d.batch {
-            let at = if batch_major {
-                (b * d.directions + dir) * d.hidden
-            } else {
-                (dir * d.batch + b) * d.hidden
-            };
+            let at = state_offset(d, dir, b, batch_major);
             state[b * d.hidden..][..d.hidden].copy_from_slice(&values[at..][..d.hidden]);
         }
     }
@@ -436,11 +442,7 @@ fn final_state(states: &[Vec<f32>], d: &Dims, batch_major: bool, dtype: rtq_ir::
     let mut out = vec![0.0f32; d.directions * d.batch * d.hidden];
     for (dir, state) in states.iter().enumerate() {
         for b in 0..d.batch {
-            let at = if batch_major {
-                (b * d.directions + dir) * d.hidden
-            } else {
-                (dir * d.batch + b) * d.hidden
-            };
+            let at = state_offset(d, dir, b, batch_major);
             out[at..at + d.hidden].copy_from_slice(&state[b * d.hidden..][..d.hidden]);
         }
     }

@@ -79,7 +79,10 @@ fn slice(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         }
         let (s, count) = slice_range(starts[i], ends[i], steps[i], x.shape()[a]);
         view.shape[a] = count;
-        view.strides[a] = dense[a] * steps[i] as isize;
+        // A step past the axis takes one element: its stride is never used, so it is
+        // bounded to keep the product in range.
+        let extent = (x.shape()[a] as i64).max(1);
+        view.strides[a] = dense[a] * steps[i].clamp(-extent, extent) as isize;
         if count > 0 {
             view.offset += s as usize * dense[a] as usize;
         }

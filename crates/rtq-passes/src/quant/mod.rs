@@ -2,6 +2,7 @@
 //! placement rules), activation channel equalization ahead of it, and FP16 conversion. Both are ordinary graph transforms with
 //! include/exclude filters, run as passes ([`Int8QdqPass`], [`Fp16Pass`]); rtq makes every precision decision in the graph itself.
 
+mod bias;
 mod equalize;
 mod error;
 mod filter;
@@ -10,6 +11,7 @@ mod int8;
 mod passes;
 mod weights;
 
+pub use bias::{apply_bias_shifts, bias_site, BiasSite};
 pub use equalize::{
     apply_equalization, plan_equalization, EqualizeOptions, EqualizeSite, EqualizeSummary,
     EqualizedTensor,
