@@ -212,15 +212,25 @@ impl Build<'_> {
             .run(&mut graph)
             .and_then(|_| InferShapes.run(&mut graph))
             .with_context(|| format!("quantizing with the {what} ranges"))?;
-        let outputs = match self.selection_reference.get() {
-            Some(outputs) => outputs,
-            None => {
-                let outputs = ReferenceOutputs::compute(reference, set, files)?;
-                self.selection_reference.get_or_init(|| outputs)
-            }
-        };
+        let outputs = self.selection_outputs(transformed)?;
         debug_assert_eq!(outputs.files(), files);
         outputs.compare(&graph, set, what)
+    }
+
+    /// FP32 outputs on the judging files, computed at the first judgement (the
+    /// reference graph does not change within a build).
+    fn selection_outputs(&self, transformed: &Transformed) -> Result<&ReferenceOutputs> {
+        if let Some(outputs) = self.selection_reference.get() {
+            return Ok(outputs);
+        }
+        let calibrated = &transformed.calibrated;
+        let set = calibrated.set.as_ref().expect("judged builds have data");
+        let outputs = ReferenceOutputs::compute(
+            &transformed.reference.graph,
+            set,
+            selection_files(calibrated),
+        )?;
+        Ok(self.selection_reference.get_or_init(|| outputs))
     }
 }
 
@@ -253,18 +263,9 @@ impl Build<'_> {
         let mut corrected = transformed.graph.clone();
         rtq_passes::quant::apply_bias_shifts(&mut corrected, &shifts.shifts)
             .context("correcting biases")?;
-        let judge = |graph: &rtq_ir::Graph, what: &str| -> Result<AccuracyReport> {
-            let outputs = match self.selection_reference.get() {
-                Some(outputs) => outputs,
-                None => {
-                    let outputs = ReferenceOutputs::compute(reference, set, judging)?;
-                    self.selection_reference.get_or_init(|| outputs)
-                }
-            };
-            outputs.compare(graph, set, what)
-        };
-        let before = judge(&transformed.graph, "int8")?;
-        let after = judge(&corrected, "bias-corrected int8")?;
+        let outputs = self.selection_outputs(&transformed)?;
+        let before = outputs.compare(&transformed.graph, set, "int8")?;
+        let after = outputs.compare(&corrected, set, "bias-corrected int8")?;
         // Kept by `auto` only for a clear gain: the error against FP32 down by a tenth.
         let applied = forced || error_against_fp32(&after) < 0.9 * error_against_fp32(&before);
         let target = self.opts.accuracy_target;
