@@ -60,3 +60,29 @@ fn every_kernel_is_for_an_imported_op_or_allowed() {
         "KERNELS_NOT_IMPORTED lists ops that are imported or have no kernel: {stale:?}"
     );
 }
+
+#[test]
+fn the_readme_lists_every_imported_op() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let start = readme
+        .find("## Supported ops")
+        .expect("README has a Supported ops section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let listed: BTreeSet<&str> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| family"))
+        .filter_map(|l| l.split('|').nth(2))
+        .flat_map(|ops| ops.split(','))
+        .filter_map(|op| op.split_whitespace().next())
+        .collect();
+    let imported = rtq_frontend::imported_ops();
+    let unlisted = missing(&imported, &listed.iter().copied().collect::<Vec<_>>());
+    let imported: BTreeSet<&str> = imported.into_iter().collect();
+    let unknown: Vec<&&str> = listed.iter().filter(|op| !imported.contains(*op)).collect();
+    assert!(
+        unlisted.is_empty() && unknown.is_empty(),
+        "imported but not in README: {unlisted:?}; in README but not imported: {unknown:?}"
+    );
+}
