@@ -291,6 +291,30 @@ fn remedies(s: &mut String, report: &CompileReport) {
                 .join(", "))
         );
     }
+    if !check.sensitivity.is_empty() {
+        let worst: Vec<String> = check
+            .sensitivity
+            .iter()
+            .take(8)
+            .map(|(node, error)| format!("{node} ({error:.4})"))
+            .collect();
+        let _ = write!(
+            s,
+            "<p>Most sensitive nodes (error against FP32 with the node alone in INT8): {}</p>",
+            esc(&worst.join(", "))
+        );
+    }
+    if let Some(b) = &check.bias_correction {
+        let _ = write!(
+            s,
+            "<p>Bias correction: {} nodes, measured on {} samples; margin {:+.4} -> {:+.4}; {}.</p>",
+            b.nodes,
+            b.samples,
+            b.margin_before,
+            b.margin_after,
+            if b.applied { "kept" } else { "not kept" }
+        );
+    }
 }
 
 fn per_layer(s: &mut String, layers: &PerLayerReport) {
