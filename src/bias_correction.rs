@@ -9,6 +9,7 @@
 //! single run of the uncorrected graph over-corrects downstream). The FP32 means come
 //! from one run of the reference graph.
 
+use crate::calibrate::for_each_channel_run;
 use anyhow::{bail, Context, Result};
 use rtq_calib::{CalibrationSet, InputSpec};
 use rtq_ir::{Graph, NodeId, Tensor, ValueId};
@@ -118,14 +119,10 @@ fn fp32_means(
 /// Adds `t`'s values per channel (along `axis`) into `sums`; returns how many values
 /// each channel received.
 fn channel_sums(t: &Tensor, axis: usize, sums: &mut [f64]) -> f64 {
-    let values = t.to_f32_vec();
-    let shape = t.shape();
-    let channels = sums.len();
-    let inner: usize = shape[axis + 1..].iter().product();
-    for (i, run) in values.chunks(inner.max(1)).enumerate() {
-        sums[i % channels] += run.iter().map(|&x| f64::from(x)).sum::<f64>();
-    }
-    (values.len() / channels.max(1)) as f64
+    for_each_channel_run(t, axis, |c, run| {
+        sums[c] += run.iter().map(|&x| f64::from(x)).sum::<f64>();
+    });
+    (t.len() / sums.len().max(1)) as f64
 }
 
 /// Runs `quantized` node by node over every sample, correcting each target's outputs
@@ -157,23 +154,41 @@ fn sequential_shifts(
             .collect::<Result<Vec<Tensor>>>()?;
         values.insert(input, per_sample);
     }
+    // Values computed from constants alone (the weights' DequantizeLinear), once.
+    let mut shared: HashMap<ValueId, Tensor> = HashMap::new();
     let mut shifts = Vec::new();
     for &id in &order {
         let node = quantized.node(id);
+        let constant_only = node
+            .inputs
+            .iter()
+            .flatten()
+            .all(|v| quantized.constant(*v).is_some() || shared.contains_key(v));
+        let lookup = |v: ValueId, s: usize| {
+            quantized
+                .constant(v)
+                .map(|c| c.as_ref())
+                .or_else(|| shared.get(&v))
+                .or_else(|| values.get(&v).map(|all| &all[s]))
+        };
+        if constant_only {
+            let inputs: Vec<Option<&Tensor>> = node
+                .inputs
+                .iter()
+                .map(|v| v.and_then(|v| lookup(v, 0)))
+                .collect();
+            let out = rtq_exec::eval_node(node, &inputs)
+                .with_context(|| format!("node `{}` for bias correction", node.name))?;
+            shared.extend(node.outputs.iter().copied().zip(out));
+            continue;
+        }
         let mut outputs: Vec<Vec<Tensor>> =
             vec![Vec::with_capacity(samples.len()); node.outputs.len()];
         for s in 0..samples.len() {
             let inputs: Vec<Option<&Tensor>> = node
                 .inputs
                 .iter()
-                .map(|v| {
-                    v.and_then(|v| {
-                        quantized
-                            .constant(v)
-                            .map(|c| c.as_ref())
-                            .or_else(|| values.get(&v).map(|all| &all[s]))
-                    })
-                })
+                .map(|v| v.and_then(|v| lookup(v, s)))
                 .collect();
             let out = rtq_exec::eval_node(node, &inputs)
                 .with_context(|| format!("node `{}` for bias correction", node.name))?;

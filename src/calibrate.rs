@@ -183,16 +183,8 @@ pub fn calibrate(
         let collectors = &mut collectors;
         let collector_stage = scope.spawn(move || -> Result<(), String> {
             for o in incoming.into_iter().flatten() {
-                let converted;
-                let values = match o.tensor.as_f32() {
-                    Ok(values) => values,
-                    Err(_) => {
-                        converted = o.tensor.to_f32_vec();
-                        &converted
-                    }
-                };
                 collectors[o.slot]
-                    .observe(values)
+                    .observe(&f32_values(&o.tensor))
                     .map_err(|e| describe(&o, &e))?;
             }
             Ok(())
@@ -389,22 +381,32 @@ fn observe_channels(t: &Tensor, axis: usize, channels: usize, ranges: &mut [f32]
     if shape.get(axis) != Some(&channels) {
         return false;
     }
-    let inner: usize = shape[axis + 1..].iter().product();
-    let converted;
-    let values = match t.as_f32() {
-        Ok(values) => values,
-        Err(_) => {
-            converted = t.to_f32_vec();
-            &converted
-        }
-    };
     let mut finite = true;
-    for (i, run) in values.chunks(inner.max(1)).enumerate() {
-        let r = &mut ranges[i % channels];
+    for_each_channel_run(t, axis, |c, run| {
+        let r = &mut ranges[c];
         for &x in run {
             finite &= x.is_finite();
             *r = r.max(x.abs());
         }
-    }
+    });
     finite
+}
+
+/// `t`'s values as f32: borrowed where they are, converted otherwise.
+fn f32_values(t: &Tensor) -> std::borrow::Cow<'_, [f32]> {
+    match t.as_f32() {
+        Ok(values) => std::borrow::Cow::Borrowed(values),
+        Err(_) => std::borrow::Cow::Owned(t.to_f32_vec()),
+    }
+}
+
+/// Calls `f(channel, run)` for every contiguous run of `t`'s values that share one
+/// index along `axis` (the runs of channel `c` of an NCHW tensor along axis 1).
+pub fn for_each_channel_run(t: &Tensor, axis: usize, mut f: impl FnMut(usize, &[f32])) {
+    let shape = t.shape();
+    let channels = shape.get(axis).copied().unwrap_or(1).max(1);
+    let inner: usize = shape.get(axis + 1..).map_or(1, |s| s.iter().product());
+    for (i, run) in f32_values(t).chunks(inner.max(1)).enumerate() {
+        f(i % channels, run);
+    }
 }

@@ -309,10 +309,14 @@ impl CompileOptions {
     /// INT8 builds with `--calib-method auto` that calibrate from data (saved statistics
     /// describe the graph as it was, so builds that save, shard or reuse them do not).
     pub fn equalizes(&self) -> bool {
-        let statistics =
-            !self.stats.is_empty() || self.save_stats.is_some() || self.shard.is_some();
-        self.equalize
-            .unwrap_or(self.method_search && self.int8 && self.calib_dir.is_some() && !statistics)
+        self.equalize.unwrap_or(
+            self.method_search && self.int8 && self.calib_dir.is_some() && !self.keeps_statistics(),
+        )
+    }
+
+    /// Whether the build saves, shards or reuses calibration statistics.
+    fn keeps_statistics(&self) -> bool {
+        !self.stats.is_empty() || self.save_stats.is_some() || self.shard.is_some()
     }
 
     /// Whether the build tries bias correction, and whether it must keep it.
@@ -334,7 +338,7 @@ impl CompileOptions {
         if self.calib_dir.is_none() {
             bail!("--equalize measures channel ranges on calibration data: pass --calib DIR");
         }
-        if !self.stats.is_empty() || self.save_stats.is_some() || self.shard.is_some() {
+        if self.keeps_statistics() {
             bail!(
                 "--equalize cannot be combined with --stats, --save-stats or --shard: saved \
                  statistics describe the graph before equalization, which rescales the tensors \
