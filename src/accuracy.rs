@@ -173,11 +173,16 @@ impl OutputAgreement {
         self.cosine_min = self.cosine_min.min(cosine);
         self.elements += n;
         self.samples += 1;
-        // Outputs with a class axis: classifiers ([N, C] or [N, C, 1, 1]) and sequences
+        // Outputs with a class axis: classifiers ([N, C] or [N, C, 1, 1] holding
+        // probabilities or unbounded scores; rows within [-1, 1] that are no distribution
+        // are embeddings, as a Tanh pooler or an L2-normalized head emit) and sequences
         // ([N, T, C] whose positions are probability distributions, as OCR/ASR heads
         // emit), one arg-max per row or position.
+        let scores = |c: usize| {
+            is_distribution_per_row(reference, c) || reference.iter().any(|v| v.abs() > 1.0)
+        };
         let classes = match shape {
-            [_, c] | [_, c, 1, 1] => *c,
+            [_, c] | [_, c, 1, 1] if scores(*c) => *c,
             [_, _, c] if is_distribution_per_row(reference, *c) => *c,
             _ => 0,
         };
@@ -279,5 +284,13 @@ mod tests {
         let mut f = OutputAgreement::new("map");
         f.add(&[1.0; 8], &[1.0; 8], &[1, 2, 2, 2]);
         assert_eq!(f.summary().top1_agreement, None);
+        // Nor are embeddings ([N, C] within [-1, 1], no distribution: a Tanh pooler) ...
+        let mut e = OutputAgreement::new("pooled");
+        e.add(&[0.5, -0.9, 0.2], &[0.49, -0.9, 0.21], &[1, 3]);
+        assert_eq!(e.summary().top1_agreement, None);
+        // ... while unbounded scores are.
+        let mut l = OutputAgreement::new("logits");
+        l.add(&[2.5, -0.9, 0.2], &[2.4, -0.9, 0.21], &[1, 3]);
+        assert_eq!(l.summary().top1_agreement, Some(1.0));
     }
 }

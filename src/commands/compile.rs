@@ -132,6 +132,10 @@ pub struct CompileArgs {
     /// Leave residual Adds unquantized.
     #[arg(long)]
     pub no_residual_add: bool,
+    /// Quantize GEMV MatMul/Gemm nodes too (an output of one row or column, e.g. a
+    /// batch-1 classifier head), which TensorRT runs faster without Q/DQ.
+    #[arg(long)]
+    pub quantize_gemv: bool,
     /// In FP16 builds, make graph inputs/outputs FP16 too (default keeps them FP32).
     #[arg(long)]
     pub fp16_io: bool,
@@ -269,6 +273,7 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
             extra_ops: args.quantize_ops.clone(),
             per_channel: !args.per_tensor_weights,
             residual_add: !args.no_residual_add,
+            quantize_gemv: args.quantize_gemv,
             ..Int8Options::default()
         },
         fp16_exclude: filter,

@@ -74,6 +74,8 @@ enum Producer {
     Linear(NodeId),
     /// `Mul(u, a)`, optionally followed by `Add(., b)`: `a` and `b` rescaled.
     Affine { mul: NodeId, add: Option<NodeId> },
+    /// LayerNormalization over the last axis: its scale and bias rescaled.
+    LayerNorm(NodeId),
 }
 
 /// What absorbs `s`: the reader's constant weight, scaled along input channels.
@@ -256,6 +258,8 @@ fn producer(
             }
         };
         return match op {
+            "LayerNormalization" => layer_norm_over(graph, node, axis, channels, rank)
+                .then_some(Producer::LayerNorm(node)),
             "Mul" => split(node).map(|_| Producer::Affine {
                 mul: node,
                 add: None,
@@ -274,6 +278,27 @@ fn producer(
             _ => None,
         };
     }
+}
+
+/// Whether LayerNormalization `node` normalizes the last axis alone, which is `axis`,
+/// with constant f32 scale (and bias, when present) of `channels` entries.
+fn layer_norm_over(graph: &Graph, node: NodeId, axis: usize, channels: usize, rank: usize) -> bool {
+    let n = graph.node(node);
+    let normalized = n.attr_int("axis", -1);
+    let normalized = if normalized < 0 {
+        normalized + rank as i64
+    } else {
+        normalized
+    };
+    let per_channel = |slot: usize| {
+        n.input(slot)
+            .and_then(|v| graph.constant(v))
+            .is_some_and(|t| t.dtype() == DType::F32 && t.shape() == [channels])
+    };
+    axis + 1 == rank
+        && normalized == axis as i64
+        && per_channel(1)
+        && (n.input(2).is_none() || per_channel(2))
 }
 
 /// Whether `k` is an f32 constant that is the same along every axis but `axis` of a
@@ -339,7 +364,9 @@ pub fn apply_equalization(
             .collect();
         let ranges: Vec<f64> = ranges.iter().map(|&r| f64::from(r)).collect();
         let producer = match site.producer {
-            Producer::Linear(n) | Producer::Affine { mul: n, .. } => graph.node(n).op_type.clone(),
+            Producer::Linear(n) | Producer::Affine { mul: n, .. } | Producer::LayerNorm(n) => {
+                graph.node(n).op_type.clone()
+            }
         };
         summary.tensors.push(EqualizedTensor {
             tensor: graph.value(site.tensor).name.clone(),
@@ -465,26 +492,48 @@ fn rescale_producer(graph: &mut Graph, site: &EqualizeSite, scales: &[f64]) -> b
         Producer::Linear(node) => fold_into(graph, node, &ChannelAffine::scaling(inverse)),
         Producer::Affine { mul, add } => {
             let rank = graph.value(site.tensor).shape.as_ref().map_or(0, Vec::len);
+            let mut shape = vec![1; rank - site.axis];
+            shape[0] = site.channels;
             for node in std::iter::once(mul).chain(add) {
                 let n = graph.node(node);
                 let slot = (0..2)
                     .find(|&s| n.input(s).is_some_and(|v| graph.constant(v).is_some()))
                     .expect("checked when planning");
-                let k = n.input(slot).expect("constant operand");
-                let values = float_values(graph.constant(k).expect("constant")).expect("f32");
-                let per_channel: Vec<f64> = (0..site.channels)
-                    .map(|c| values[if values.len() == 1 { 0 } else { c }] * inverse[c])
-                    .collect();
-                let mut shape = vec![1; rank - site.axis];
-                shape[0] = site.channels;
-                let tensor = float_tensor(DType::F32, shape, per_channel).expect("sizes match");
-                let name = graph.fresh_value_name(&format!("{}_equalized", graph.value(k).name));
-                let new = graph.add_constant(&name, tensor);
-                graph.node_mut(node).inputs[slot] = Some(new);
+                scale_constant_input(graph, node, slot, &inverse, shape.clone());
+            }
+            true
+        }
+        Producer::LayerNorm(node) => {
+            for slot in 1..3 {
+                if graph.node(node).input(slot).is_some() {
+                    scale_constant_input(graph, node, slot, &inverse, vec![site.channels]);
+                }
             }
             true
         }
     }
+}
+
+/// Replaces the constant input `slot` of `node` (one value, or one per channel) by a
+/// new constant of `shape` holding it times `factors` per channel.
+fn scale_constant_input(
+    graph: &mut Graph,
+    node: NodeId,
+    slot: usize,
+    factors: &[f64],
+    shape: Vec<usize>,
+) {
+    let k = graph.node(node).input(slot).expect("constant operand");
+    let values = float_values(graph.constant(k).expect("constant")).expect("f32");
+    let scaled: Vec<f64> = factors
+        .iter()
+        .enumerate()
+        .map(|(c, f)| values[if values.len() == 1 { 0 } else { c }] * f)
+        .collect();
+    let tensor = float_tensor(DType::F32, shape, scaled).expect("sizes match");
+    let name = graph.fresh_value_name(&format!("{}_equalized", graph.value(k).name));
+    let new = graph.add_constant(&name, tensor);
+    graph.node_mut(node).inputs[slot] = Some(new);
 }
 
 /// Multiplies the reader's weights of input channel `c` by `scales[c]` (a new
@@ -731,5 +780,59 @@ mod tests {
         let mul = g.nodes().find(|(_, n)| n.name == "m").unwrap().1;
         let k = g.constant(mul.input(1).unwrap()).unwrap();
         assert_eq!(k.shape(), &[4]);
+    }
+
+    #[test]
+    fn layer_normalization_op_absorbs_the_scale_in_its_gain_and_bias() {
+        let mut rng = Rng::new(11);
+        let mut g = Graph::new("g", 17);
+        let dims = |s: &[usize]| s.iter().map(|&d| rtq_ir::Dim::Known(d)).collect();
+        let x = g.add_input("x", DType::F32, dims(&[1, 6, 4]));
+        let gamma = g.add_constant("gamma", Tensor::from_f32(vec![4], vec![1.0, 9.0, 0.2, 3.0]));
+        let beta = g.add_constant("beta", Tensor::from_f32(vec![4], vec![0.0, 1.0, 0.0, -1.0]));
+        let ln = [("axis", rtq_ir::Attr::Int(-1))];
+        let t = add_op(
+            &mut g,
+            "ln",
+            "LayerNormalization",
+            &[Some(x), Some(gamma), Some(beta)],
+            &ln,
+        );
+        let w = g.add_constant("w", rng.tensor(&[4, 5]));
+        let y = add_op(&mut g, "y", "MatMul", &[Some(t), Some(w)], &[]);
+        g.outputs.push(y);
+        crate::infer_shapes(&mut g).unwrap();
+        let sites = plan_equalization(&g, &[t]);
+        assert_eq!(sites.len(), 1);
+        assert_eq!(
+            sites[0].producer,
+            Producer::LayerNorm(g.value(t).producer.unwrap().0)
+        );
+        let xin = rng.tensor(&[1, 6, 4]);
+        let before = run(&g, &xin);
+        let ranges = HashMap::from([(t, vec![1.5, 12.0, 0.3, 5.0])]);
+        let summary = apply_equalization(&mut g, &sites, &ranges, &Default::default()).unwrap();
+        assert!(summary.tensors[0].spread_after < summary.tensors[0].spread_before);
+        rtq_ir::verify(&g).unwrap();
+        for (p, q) in before.iter().zip(&run(&g, &xin)) {
+            assert!((p - q).abs() <= 1e-4 * (1.0 + p.abs()), "{p} vs {q}");
+        }
+        // Normalizing more than the last axis: the gain is not per channel.
+        let mut g2 = Graph::new("g", 17);
+        let x = g2.add_input("x", DType::F32, dims(&[1, 6, 4]));
+        let gamma = g2.add_constant("gamma", Tensor::from_f32(vec![6, 4], vec![1.0; 24]));
+        let ln = [("axis", rtq_ir::Attr::Int(1))];
+        let t = add_op(
+            &mut g2,
+            "ln",
+            "LayerNormalization",
+            &[Some(x), Some(gamma)],
+            &ln,
+        );
+        let w = g2.add_constant("w", rng.tensor(&[4, 5]));
+        let y = add_op(&mut g2, "y", "MatMul", &[Some(t), Some(w)], &[]);
+        g2.outputs.push(y);
+        crate::infer_shapes(&mut g2).unwrap();
+        assert!(plan_equalization(&g2, &[t]).is_empty());
     }
 }

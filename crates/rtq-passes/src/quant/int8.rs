@@ -5,6 +5,13 @@
 //! * The outputs of weighted ops get no Q/DQ of their own (TensorRT fuses the
 //!   epilogue); a residual Add gets Q/DQ on the skip-branch input so TensorRT can
 //!   fuse it into the preceding convolution.
+//! * Transformer rules (TensorRT's guide, NVIDIA ModelOpt's ONNX INT8 mode): both
+//!   inputs of an activation-by-activation MatMul (attention) get per-tensor Q/DQ;
+//!   LayerNormalization, Softmax and GELU are not quantized; a residual Add whose
+//!   branch is a linear layer behind its fusible epilogue (bias Add, scale Mul,
+//!   BatchNormalization, Relu) gets Q/DQ on the other input only; GEMV MatMuls (one
+//!   output row or column) and attention over more than 512 keys stay in high
+//!   precision; the quantized inputs of a Concat share one scale.
 //! * Symmetric scales (amax / 127), zero point 0 (an explicit int8 0 on activation
 //!   Q/DQ, which types the QuantizeLinear output; omitted on weight DequantizeLinear,
 //!   where it defaults to 0), one shared Q/DQ pair per activation tensor.
@@ -12,6 +19,9 @@
 //! The transform runs in two steps: [`plan_int8`] decides what to quantize (and so
 //! which activations need calibration ranges), [`apply_int8`] rewrites the graph.
 
+use super::placement::{
+    fusible_backbone, gemv_reason, long_attention_reason, shared_scale_groups, WEIGHTED,
+};
 use super::weights::quantize_per_channel;
 use super::{NodeFilter, QuantError, ScaleFormat};
 use rtq_ir::{Attr, DType, Graph, NodeId, QuantParams, Tensor, TensorData, ValueId};
@@ -30,6 +40,9 @@ pub struct Int8Options {
     pub per_channel: bool,
     /// Quantize the skip-branch input of residual Adds.
     pub residual_add: bool,
+    /// Quantize GEMV MatMul/Gemm nodes too (output with one row or column), which
+    /// are otherwise left in high precision.
+    pub quantize_gemv: bool,
     /// Type whose values the scales must be exact in (FP16 for mixed INT8/FP16 builds,
     /// whose FP16 conversion then stores them without rounding).
     pub scale_format: ScaleFormat,
@@ -42,6 +55,7 @@ impl Default for Int8Options {
             extra_ops: Vec::new(),
             per_channel: true,
             residual_add: true,
+            quantize_gemv: false,
             scale_format: ScaleFormat::F32,
         }
     }
@@ -72,6 +86,9 @@ pub struct Int8Plan {
     pub quantized_nodes: Vec<NodeId>,
     /// Candidate nodes left in float, with the reason.
     pub skipped: Vec<(String, String)>,
+    /// Activations that share one scale (the largest of their ranges): the quantized
+    /// inputs of a Concat.
+    pub shared: Vec<Vec<ValueId>>,
     /// Type whose values the scales are made exact in.
     pub scale_format: ScaleFormat,
 }
@@ -92,6 +109,7 @@ impl Int8Plan {
         activations.dedup();
         Int8Plan {
             activations,
+            shared: shared_scale_groups(graph, &edges),
             edges,
             weights: self
                 .weights
@@ -118,8 +136,6 @@ pub struct Int8Summary {
     /// Nodes left in float, with the reason.
     pub skipped: Vec<(String, String)>,
 }
-
-const WEIGHTED: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
 
 fn is_float_activation(graph: &Graph, v: ValueId) -> Result<bool, String> {
     let value = graph.value(v);
@@ -157,6 +173,7 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
             .map(|(n, _)| graph.node(n).op_type.as_str())
     };
     let value_position = |v: ValueId| graph.value(v).producer.map_or(0, |(n, _)| position[&n] + 1);
+    let consumers = graph.consumers();
 
     for &id in &order {
         let node = graph.node(id);
@@ -196,6 +213,14 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
                     if !is_float_activation(graph, x)? {
                         return Err("input 0 is constant".into());
                     }
+                    if !opts.quantize_gemv {
+                        if let Some(why) = gemv_reason(graph, id) {
+                            return Err(why);
+                        }
+                    }
+                    if let Some(why) = long_attention_reason(graph, &consumers, id) {
+                        return Err(why);
+                    }
                     edges.push(0);
                     if is_float_constant(graph, w) {
                         let rank = graph.constant(w).map_or(0, |t| t.rank());
@@ -226,9 +251,14 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
                     if !is_float_activation(graph, a)? || !is_float_activation(graph, b)? {
                         return Err("not a residual add (one input is constant)".into());
                     }
-                    let weighted = |v| producer_op(v).is_some_and(|p| WEIGHTED.contains(&p));
+                    let weighted = |v| fusible_backbone(graph, v).is_some();
                     match (weighted(a), weighted(b)) {
-                        (false, false) => return Err("no input comes from a weighted op".into()),
+                        (false, false) => {
+                            return Err(
+                                "no input comes from a weighted op (or its fusible epilogue)"
+                                    .into(),
+                            )
+                        }
                         (true, false) => edges.push(1),
                         (false, true) => edges.push(0),
                         // Both branches end in a weighted op: the one computed earlier is the skip branch.
@@ -268,6 +298,7 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
         }
     }
     plan.activations = activations.into_iter().map(|(_, v)| v).collect();
+    plan.shared = shared_scale_groups(graph, &plan.edges);
     Ok(plan)
 }
 
@@ -278,11 +309,29 @@ pub fn apply_int8(
     ranges: &HashMap<ValueId, f32>,
 ) -> Result<Int8Summary, QuantError> {
     let mut dequantized: HashMap<ValueId, ValueId> = HashMap::new();
+    // Each activation's amax; the members of a shared group take the group's largest.
+    let mut amax_of: HashMap<ValueId, f32> = HashMap::new();
+    for &v in &plan.activations {
+        let amax = ranges
+            .get(&v)
+            .copied()
+            .ok_or_else(|| QuantError::MissingRange(graph.value(v).name.clone()))?;
+        amax_of.insert(v, amax);
+    }
+    for group in &plan.shared {
+        let amax = group
+            .iter()
+            .filter_map(|v| amax_of.get(v))
+            .fold(0f32, |a, &b| if b.is_nan() || b > a { b } else { a });
+        for v in group {
+            if let Some(slot) = amax_of.get_mut(v) {
+                *slot = amax;
+            }
+        }
+    }
     for &v in &plan.activations {
         let name = graph.value(v).name.clone();
-        let amax = *ranges
-            .get(&v)
-            .ok_or_else(|| QuantError::MissingRange(name.clone()))?;
+        let amax = amax_of[&v];
         let params = QuantParams::int8(amax);
         if !params.is_valid() {
             return Err(QuantError::BadRange { tensor: name, amax });
