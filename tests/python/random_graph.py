@@ -7,7 +7,8 @@ usage: random_graph.py SEED MODEL CALIB_DIR
 The model is a random image network: convolutions (dense, depthwise, 1x1, 3x3, with and
 without BatchNormalization), activations, residual Adds, Concats, pooling,
 squeeze-and-excitation gates, nearest upsampling, an attention block over the spatial
-positions (LayerNormalization, MatMuls of two activations, Softmax), sometimes a
+positions (LayerNormalization, MatMuls of two activations, Softmax), If and Loop nodes
+whose bodies read outer tensors, sometimes a
 dynamic batch dimension, and a classifier head or a feature-map output. The same seed
 writes the same files. The model passes onnx.checker's full check and runs in
 onnxruntime before it is written; prints a one-line description.
@@ -75,7 +76,8 @@ def build(seed):
     pool = [(x, c, hw)]  # (tensor, channels, spatial size); every tensor is [N, c, hw, hw]
     for _ in range(int(rng.integers(3, 9))):
         t, tc, th = pool[int(rng.integers(0, len(pool)))]
-        step = rng.choice(["conv", "conv", "depthwise", "residual", "concat", "pool", "gate", "upsample", "attention"])
+        step = rng.choice(["conv", "conv", "depthwise", "residual", "concat", "pool", "gate", "upsample",
+                           "attention", "if", "loop"])
         if step == "conv":
             out_c = int(rng.choice([4, 8, 16]))
             y = net.conv(t, tc, out_c, int(rng.choice([1, 3])))
@@ -121,6 +123,32 @@ def build(seed):
             o = net.node("Transpose", [o], perm=[0, 2, 1])
             shape = net.const("back", np.array([0, tc, th, th], np.int64))
             pool.append((net.node("Reshape", [o, shape]), tc, th))
+        elif step == "if":
+            # Branches read the outer tensor (and an outer weight) by name.
+            cond = net.node("Greater", [net.node("ReduceMean", [t], keepdims=0), net.const("zero", np.array(0, np.float32))])
+            gain = net.const("gain", (1 + 0.3 * rng.standard_normal((1, tc, 1, 1))).astype(np.float32))
+            out_t, out_e = net.fresh("then_out"), net.fresh("else_out")
+            then = helper.make_graph([helper.make_node("Mul", [t, gain], [out_t], name=out_t + "_node")], "then", [],
+                                     [helper.make_tensor_value_info(out_t, TensorProto.FLOAT, None)])
+            other = helper.make_graph([helper.make_node("Relu", [t], [out_e], name=out_e + "_node")], "else", [],
+                                      [helper.make_tensor_value_info(out_e, TensorProto.FLOAT, None)])
+            pool.append((net.node("If", [cond], then_branch=then, else_branch=other), tc, th))
+        elif step == "loop":
+            # Two iterations of a residual 1x1 "conv" written as Mul + Add on the carried map.
+            trips = net.const("trips", np.array(2, np.int64))
+            scale = net.const("scale", (0.5 * rng.standard_normal((1, tc, 1, 1))).astype(np.float32))
+            names = [net.fresh(n) for n in ("i", "c_in", "v_in", "c_out", "v_mul", "v_out")]
+            i, c_in, v_in, c_out, v_mul, v_out = names
+            body = helper.make_graph(
+                [helper.make_node("Mul", [v_in, scale], [v_mul], name=v_mul + "_node"),
+                 helper.make_node("Add", [v_mul, t], [v_out], name=v_out + "_node"),
+                 helper.make_node("Identity", [c_in], [c_out], name=c_out + "_node")],
+                "body", [helper.make_tensor_value_info(i, TensorProto.INT64, []),
+                         helper.make_tensor_value_info(c_in, TensorProto.BOOL, []),
+                         helper.make_tensor_value_info(v_in, TensorProto.FLOAT, None)],
+                [helper.make_tensor_value_info(c_out, TensorProto.BOOL, []),
+                 helper.make_tensor_value_info(v_out, TensorProto.FLOAT, None)])
+            pool.append((net.node("Loop", [trips, "", t], body=body), tc, th))
     y, yc, yh = pool[-1]
     batch = "batch" if dynamic else 1
     if rng.integers(0, 2):

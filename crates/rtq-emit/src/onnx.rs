@@ -37,100 +37,7 @@ pub fn ir_version_for_opset(opset: i64) -> i64 {
 /// initializers (raw little-endian data), interface types from the IR's facts.
 pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, EmitError> {
     let opset = opts.opset.unwrap_or(graph.opset.max(13));
-    let order = graph
-        .topo_order()
-        .map_err(|e| EmitError::Graph(e.to_string()))?;
-    let mut gp = GraphProto {
-        name: Some(graph.name.clone()),
-        ..Default::default()
-    };
-    let mut emitted_consts: HashSet<ValueId> = HashSet::new();
-    let mut extra_names: HashSet<String> = HashSet::new();
-    let mut fresh = |base: &str, graph: &Graph| {
-        let mut name = base.to_string();
-        let mut i = 1;
-        while graph.value_by_name(&name).is_some() || extra_names.contains(&name) {
-            name = format!("{base}_{i}");
-            i += 1;
-        }
-        extra_names.insert(name.clone());
-        name
-    };
-
-    for &input in &graph.inputs {
-        gp.input.push(value_info(graph, input)?);
-    }
-    for id in order {
-        let node = graph.node(id);
-        let mut inputs: Vec<String> = node
-            .inputs
-            .iter()
-            .map(|i| i.map_or(String::new(), |v| graph.value(v).name.clone()))
-            .collect();
-        let mut attrs: Vec<AttributeProto> = Vec::new();
-        for (name, attr) in &node.attrs {
-            if name == "axes" && reduce_axes_is_input(&node.op_type, opset) {
-                let axes = attr.as_ints().unwrap_or_default();
-                let cname = fresh(&format!("{}_axes", node.name), graph);
-                gp.initializer.push(tensor_proto(
-                    &cname,
-                    &Tensor::from_i64(vec![axes.len()], axes),
-                ));
-                inputs.push(cname);
-                continue;
-            }
-            attrs.push(attribute_proto(name, attr));
-        }
-        for v in node.inputs.iter().flatten() {
-            if graph.value(*v).constant.is_some() && emitted_consts.insert(*v) {
-                gp.initializer.push(tensor_proto(
-                    &graph.value(*v).name,
-                    graph.constant(*v).expect("constant"),
-                ));
-            }
-        }
-        gp.node.push(NodeProto {
-            name: Some(node.name.clone()),
-            op_type: Some(node.op_type.clone()),
-            domain: (!node.domain.is_empty()).then(|| node.domain.clone()),
-            input: inputs,
-            output: node
-                .outputs
-                .iter()
-                .map(|&o| graph.value(o).name.clone())
-                .collect(),
-            attribute: attrs,
-            ..Default::default()
-        });
-    }
-    if opts.value_info {
-        let interface: HashSet<ValueId> =
-            graph.inputs.iter().chain(&graph.outputs).copied().collect();
-        for (_, node) in graph.nodes() {
-            for &out in &node.outputs {
-                if !interface.contains(&out) && graph.value(out).dtype.is_some() {
-                    gp.value_info.push(value_info(graph, out)?);
-                }
-            }
-        }
-    }
-    for &out in &graph.outputs {
-        let value = graph.value(out);
-        if let Some(tensor) = &value.constant {
-            // ONNX outputs must be produced by nodes: a folded output gets an Identity.
-            let cname = fresh(&format!("{}__const", value.name), graph);
-            gp.initializer.push(tensor_proto(&cname, tensor));
-            gp.node.push(NodeProto {
-                name: Some(fresh(&format!("{}__identity", value.name), graph)),
-                op_type: Some("Identity".into()),
-                input: vec![cname],
-                output: vec![value.name.clone()],
-                ..Default::default()
-            });
-        }
-        gp.output.push(value_info(graph, out)?);
-    }
-
+    let gp = graph_proto(graph, opset, opts.value_info, &HashSet::new())?;
     let mut opset_import = vec![OperatorSetIdProto {
         domain: Some(String::new()),
         version: Some(opset),
@@ -159,6 +66,198 @@ pub fn to_model_proto(graph: &Graph, opts: &EmitOptions) -> Result<ModelProto, E
     })
 }
 
+/// The `GraphProto` of `graph` (the main graph, or a control-flow body whose
+/// enclosing graphs use the names in `outer`: ONNX names are unique across the nesting,
+/// so a body value named like an outer one is renamed, and the body's captured inputs
+/// are not listed: its nodes read the outer values by name).
+fn graph_proto(
+    graph: &Graph,
+    opset: i64,
+    with_value_info: bool,
+    outer: &HashSet<String>,
+) -> Result<GraphProto, EmitError> {
+    let order = graph
+        .topo_order()
+        .map_err(|e| EmitError::Graph(e.to_string()))?;
+    let mut gp = GraphProto {
+        name: Some(graph.name.clone()),
+        ..Default::default()
+    };
+    let mut emitted_consts: HashSet<ValueId> = HashSet::new();
+    let mut extra_names: HashSet<String> = HashSet::new();
+    let mut fresh = |base: &str, graph: &Graph| {
+        let mut name = base.to_string();
+        let mut i = 1;
+        while graph.value_by_name(&name).is_some()
+            || extra_names.contains(&name)
+            || outer.contains(&name)
+        {
+            name = format!("{base}_{i}");
+            i += 1;
+        }
+        extra_names.insert(name.clone());
+        name
+    };
+    // Names visible to nested bodies: the enclosing graphs' and this one's.
+    let mut scope: Option<HashSet<String>> = None;
+    let declared_inputs = graph.inputs.len() - graph.captures.min(graph.inputs.len());
+    for &input in &graph.inputs[..declared_inputs] {
+        gp.input
+            .push(interface_info(graph, input, outer.is_empty())?);
+    }
+    for id in order {
+        let node = graph.node(id);
+        let explicit = node.inputs.len() - node.captured_inputs().min(node.inputs.len());
+        let mut inputs: Vec<String> = node.inputs[..explicit]
+            .iter()
+            .map(|i| i.map_or(String::new(), |v| graph.value(v).name.clone()))
+            .collect();
+        let mut attrs: Vec<AttributeProto> = Vec::new();
+        for (name, attr) in &node.attrs {
+            if name == "axes" && reduce_axes_is_input(&node.op_type, opset) {
+                let axes = attr.as_ints().unwrap_or_default();
+                let cname = fresh(&format!("{}_axes", node.name), graph);
+                gp.initializer.push(tensor_proto(
+                    &cname,
+                    &Tensor::from_i64(vec![axes.len()], axes),
+                ));
+                inputs.push(cname);
+                continue;
+            }
+            if let Attr::Graph(body) = attr {
+                let scope = scope.get_or_insert_with(|| {
+                    let mut names = outer.clone();
+                    names.extend(graph.values().map(|(_, v)| v.name.clone()));
+                    names
+                });
+                let captured: Vec<String> = node.inputs[explicit..]
+                    .iter()
+                    .map(|v| v.map_or(String::new(), |v| graph.value(v).name.clone()))
+                    .collect();
+                let body = renamed_body(body, &captured, scope)?;
+                let g = graph_proto(&body, opset, with_value_info, scope)?;
+                attrs.push(AttributeProto {
+                    name: Some(name.clone()),
+                    r#type: Some(AttributeType::Graph as i32),
+                    g: Some(g),
+                    ..Default::default()
+                });
+                continue;
+            }
+            attrs.push(attribute_proto(name, attr));
+        }
+        // Captured constants too: the body reads them by name.
+        for v in node.inputs.iter().flatten() {
+            if graph.value(*v).constant.is_some() && emitted_consts.insert(*v) {
+                gp.initializer.push(tensor_proto(
+                    &graph.value(*v).name,
+                    graph.constant(*v).expect("constant"),
+                ));
+            }
+        }
+        gp.node.push(NodeProto {
+            name: Some(node.name.clone()),
+            op_type: Some(node.op_type.clone()),
+            domain: (!node.domain.is_empty()).then(|| node.domain.clone()),
+            input: inputs,
+            output: node
+                .outputs
+                .iter()
+                .map(|&o| graph.value(o).name.clone())
+                .collect(),
+            attribute: attrs,
+            ..Default::default()
+        });
+    }
+    if with_value_info {
+        let interface: HashSet<ValueId> =
+            graph.inputs.iter().chain(&graph.outputs).copied().collect();
+        for (_, node) in graph.nodes() {
+            for &out in &node.outputs {
+                if !interface.contains(&out) && graph.value(out).dtype.is_some() {
+                    gp.value_info.push(value_info(graph, out)?);
+                }
+            }
+        }
+    }
+    for &out in &graph.outputs {
+        let value = graph.value(out);
+        let passthrough = value.constant.is_some() || graph.inputs.contains(&out);
+        if passthrough && (value.constant.is_some() || !outer.is_empty()) {
+            // ONNX outputs must be produced by nodes: a folded output (or a body output
+            // that is one of its inputs) gets an Identity.
+            let source = if let Some(tensor) = &value.constant {
+                let cname = fresh(&format!("{}__const", value.name), graph);
+                gp.initializer.push(tensor_proto(&cname, tensor));
+                cname
+            } else {
+                value.name.clone()
+            };
+            let output = if value.constant.is_some() {
+                value.name.clone()
+            } else {
+                fresh(&format!("{}__out", value.name), graph)
+            };
+            gp.node.push(NodeProto {
+                name: Some(fresh(&format!("{}__identity", value.name), graph)),
+                op_type: Some("Identity".into()),
+                input: vec![source],
+                output: vec![output.clone()],
+                ..Default::default()
+            });
+            let mut info = interface_info(graph, out, outer.is_empty())?;
+            info.name = Some(output);
+            gp.output.push(info);
+            continue;
+        }
+        gp.output
+            .push(interface_info(graph, out, outer.is_empty())?);
+    }
+    Ok(gp)
+}
+
+/// A copy of control-flow body `body` whose captured inputs carry the names of the
+/// outer values they stand for (`captured`, in order) and whose other values avoid
+/// every name in `outer`.
+fn renamed_body(
+    body: &rtq_ir::Subgraph,
+    captured: &[String],
+    outer: &HashSet<String>,
+) -> Result<Graph, EmitError> {
+    let mut g: Graph = (*body.0).clone();
+    let first = g.inputs.len() - g.captures.min(g.inputs.len());
+    let captures: Vec<ValueId> = g.inputs[first..].to_vec();
+    if captures.len() != captured.len() {
+        return Err(EmitError::Graph(format!(
+            "body `{}` captures {} values but its node passes {}",
+            g.name,
+            captures.len(),
+            captured.len()
+        )));
+    }
+    let err = |e: rtq_ir::IrError| EmitError::Graph(e.to_string());
+    // Out of the way first: every value named like an outer one, captures included.
+    let clashing: Vec<ValueId> = g
+        .values()
+        .filter(|(_, v)| outer.contains(&v.name))
+        .map(|(id, _)| id)
+        .collect();
+    for id in clashing {
+        let base = format!("{}_{}", g.name, g.value(id).name);
+        let mut name = base.clone();
+        let mut i = 1;
+        while outer.contains(&name) || g.value_by_name(&name).is_some() {
+            name = format!("{base}_{i}");
+            i += 1;
+        }
+        g.rename_value(id, &name).map_err(err)?;
+    }
+    for (&id, name) in captures.iter().zip(captured) {
+        g.rename_value(id, name).map_err(err)?;
+    }
+    Ok(g)
+}
+
 /// Serialises `graph` as ONNX bytes.
 pub fn to_model_bytes(graph: &Graph, opts: &EmitOptions) -> Result<Vec<u8>, EmitError> {
     let model = to_model_proto(graph, opts)?;
@@ -175,6 +274,18 @@ pub fn to_model_bytes(graph: &Graph, opts: &EmitOptions) -> Result<Vec<u8>, Emit
 pub fn write_onnx(path: &Path, graph: &Graph, opts: &EmitOptions) -> Result<(), EmitError> {
     let bytes = to_model_bytes(graph, opts)?;
     write_atomic(path, &bytes)
+}
+
+/// The value info of an interface tensor: typed for the main graph (`strict`); a body's
+/// may lack a known type (onnxruntime infers it), and then carries its name only.
+fn interface_info(graph: &Graph, id: ValueId, strict: bool) -> Result<ValueInfoProto, EmitError> {
+    if !strict && graph.value(id).dtype.is_none() {
+        return Ok(ValueInfoProto {
+            name: Some(graph.value(id).name.clone()),
+            ..Default::default()
+        });
+    }
+    value_info(graph, id)
 }
 
 fn value_info(graph: &Graph, id: ValueId) -> Result<ValueInfoProto, EmitError> {
@@ -263,6 +374,8 @@ fn attribute_proto(name: &str, attr: &Attr) -> AttributeProto {
             a.strings = v.iter().map(|s| s.clone().into_bytes()).collect();
             AttributeType::Strings
         }
+        // Bodies need the enclosing scope: `graph_proto` emits them.
+        Attr::Graph(_) => AttributeType::Graph,
     };
     a.r#type = Some(ty as i32);
     a

@@ -5,10 +5,11 @@ use crate::registry::{lookup, SUPPORTED_OPSETS};
 use crate::tensor::tensor_from_proto;
 use crate::types::value_info_type;
 use crate::FrontendError;
-use rtq_ir::{Attr, Graph, ValueId};
-use rtq_onnx_proto::{AttributeProto, ModelProto, NodeProto};
+use rtq_ir::{Attr, DType, Graph, Shape, Subgraph, ValueId};
+use rtq_onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// How to import a model.
 #[derive(Debug, Clone, Default)]
@@ -72,12 +73,46 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
         .filter(|o| !matches!(o.domain.as_deref(), None | Some("") | Some("ai.onnx")))
         .map(|o| (o.domain.clone().unwrap_or_default(), o.version.unwrap_or(1)))
         .collect();
+    import_graph(gp, &mut graph, opset, opts, None)?;
+    Ok(graph)
+}
+
+/// The values of the graphs enclosing a control-flow body, which the body may read by
+/// name.
+struct Scope<'a> {
+    graph: &'a Graph,
+    by_name: &'a HashMap<String, ValueId>,
+    parent: Option<&'a Scope<'a>>,
+}
+
+impl Scope<'_> {
+    /// The type and shape of the outer value `name`, if one is visible.
+    fn lookup(&self, name: &str) -> Option<(Option<DType>, Option<Shape>)> {
+        match self.by_name.get(name) {
+            Some(&id) => {
+                let v = self.graph.value(id);
+                Some((v.dtype, v.shape.clone()))
+            }
+            None => self.parent?.lookup(name),
+        }
+    }
+}
+
+/// Lowers `gp` into `graph` (empty but for its model-level facts). A control-flow body
+/// (`scope` set) may read values of its enclosing graphs: each becomes a trailing input
+/// of the body ([`Graph::captures`] of them), in the order first read.
+fn import_graph(
+    gp: &GraphProto,
+    graph: &mut Graph,
+    opset: i64,
+    opts: &ImportOptions,
+    scope: Option<&Scope>,
+) -> Result<(), FrontendError> {
     if !gp.sparse_initializer.is_empty() {
         return Err(FrontendError::BadGraph(
             "sparse initializers are not supported".into(),
         ));
     }
-
     let unsupported = unsupported_nodes(&gp.node, opset);
     if !unsupported.is_empty() {
         return Err(FrontendError::UnsupportedOps(unsupported));
@@ -100,9 +135,21 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
             continue; // IR < 4: initializers are listed as inputs too.
         }
         let (dtype, shape) = value_info_type(input)?;
-        let dtype = dtype
-            .ok_or_else(|| FrontendError::bad_tensor(&name, "graph input has no element type"))?;
-        let id = graph.add_input(&name, dtype, shape.unwrap_or_default());
+        let id = match (dtype, scope) {
+            (Some(dtype), _) => graph.add_input(&name, dtype, shape.clone().unwrap_or_default()),
+            // A body's inputs may leave their type to the op (Loop's iteration count).
+            (None, Some(_)) => {
+                let id = graph.add_value(&name, None, shape.clone());
+                graph.inputs.push(id);
+                id
+            }
+            (None, None) => {
+                return Err(FrontendError::bad_tensor(
+                    &name,
+                    "graph input has no element type",
+                ))
+            }
+        };
         if input
             .r#type
             .as_ref()
@@ -161,6 +208,24 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
         outputs_of.push(outs);
     }
 
+    let mut captured = 0usize;
+    // A name read by a node: a value of this graph, or (in a body) an enclosing graph's
+    // value, captured as a new trailing input.
+    let mut resolve = |graph: &mut Graph,
+                       by_name: &mut HashMap<String, ValueId>,
+                       name: &str|
+     -> Option<ValueId> {
+        if let Some(&id) = by_name.get(name) {
+            return Some(id);
+        }
+        let (dtype, shape) = scope?.lookup(name)?;
+        let id = graph.add_value(name, dtype, shape);
+        graph.inputs.push(id);
+        by_name.insert(name.to_string(), id);
+        captured += 1;
+        Some(id)
+    };
+
     for (index, (node, outs)) in gp.node.iter().zip(outputs_of).enumerate() {
         let name = node_label(node, index);
         let op = node.op_type.clone().unwrap_or_default();
@@ -170,7 +235,7 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
                 inputs.push(None);
                 continue;
             }
-            let id = by_name.get(input).copied().ok_or_else(|| {
+            let id = resolve(graph, &mut by_name, input).ok_or_else(|| {
                 FrontendError::bad_node(
                     &name,
                     &op,
@@ -190,11 +255,97 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
                 format!("has {} inputs, expected {:?}", inputs.len(), spec.inputs),
             ));
         }
-        let attrs = node
-            .attribute
-            .iter()
-            .map(|a| convert_attr(a, &name, &op, opts))
-            .collect::<Result<BTreeMap<_, _>, _>>()?;
+        let mut attrs = BTreeMap::new();
+        let mut bodies: Vec<(String, Graph, Vec<String>)> = Vec::new();
+        for a in &node.attribute {
+            match a.r#type {
+                Some(5) => {
+                    let attr = a.name.clone().unwrap_or_default();
+                    let body_proto = a.g.as_ref().ok_or_else(|| {
+                        FrontendError::bad_node(
+                            &name,
+                            &op,
+                            format!("attribute `{attr}` has no graph"),
+                        )
+                    })?;
+                    let inner = Scope {
+                        graph,
+                        by_name: &by_name,
+                        parent: scope,
+                    };
+                    let mut body = Graph::new(
+                        body_proto
+                            .name
+                            .clone()
+                            .unwrap_or_else(|| format!("{name}_{attr}")),
+                        opset,
+                    );
+                    import_graph(body_proto, &mut body, opset, opts, Some(&inner)).map_err(
+                        |e| {
+                            FrontendError::bad_node(
+                                &name,
+                                &op,
+                                format!("in its `{attr}` body: {e}"),
+                            )
+                        },
+                    )?;
+                    let names = body.inputs[body.inputs.len() - body.captures..]
+                        .iter()
+                        .map(|&v| body.value(v).name.clone())
+                        .collect();
+                    bodies.push((attr, body, names));
+                }
+                Some(10) => {
+                    return Err(FrontendError::bad_node(
+                        &name,
+                        &op,
+                        "graph-list attributes are not supported",
+                    ))
+                }
+                _ => {
+                    let (k, v) = convert_attr(a, &name, &op, opts)?;
+                    attrs.insert(k, v);
+                }
+            }
+        }
+        if !bodies.is_empty() {
+            // Every body of the node takes the union of their captures, in one order,
+            // which the node passes as its trailing inputs.
+            let mut union: Vec<String> = Vec::new();
+            for (_, _, names) in &bodies {
+                for n in names {
+                    if !union.contains(n) {
+                        union.push(n.clone());
+                    }
+                }
+            }
+            for (attr, mut body, names) in bodies {
+                let first = body.inputs.len() - body.captures;
+                let mut aligned = body.inputs[..first].to_vec();
+                for n in &union {
+                    match names.iter().position(|m| m == n) {
+                        Some(i) => aligned.push(body.inputs[first + i]),
+                        None => {
+                            let (dtype, shape) = Scope {
+                                graph,
+                                by_name: &by_name,
+                                parent: scope,
+                            }
+                            .lookup(n)
+                            .unwrap_or((None, None));
+                            aligned.push(body.add_value(n, dtype, shape));
+                        }
+                    }
+                }
+                body.inputs = aligned;
+                body.captures = union.len();
+                attrs.insert(attr, Attr::Graph(Subgraph(Arc::new(body))));
+            }
+            for n in &union {
+                let id = resolve(graph, &mut by_name, n).expect("a body's capture is visible");
+                inputs.push(Some(id));
+            }
+        }
         if op == "Constant" {
             let out = *outs
                 .first()
@@ -205,7 +356,7 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
             continue;
         }
         add_canonical(
-            &mut graph,
+            graph,
             opset,
             NodeDraft {
                 name,
@@ -219,18 +370,19 @@ pub fn import_model(model: &ModelProto, opts: &ImportOptions) -> Result<Graph, F
 
     for out in &gp.output {
         let name = out.name.clone().unwrap_or_default();
-        let id = by_name.get(&name).copied().ok_or_else(|| {
+        let id = resolve(graph, &mut by_name, &name).ok_or_else(|| {
             FrontendError::BadGraph(format!("graph output `{name}` is not defined"))
         })?;
-        if graph.outputs.contains(&id) {
+        if graph.outputs.contains(&id) && scope.is_none() {
             return Err(FrontendError::BadGraph(format!(
                 "graph output `{name}` is listed twice"
             )));
         }
         graph.outputs.push(id);
     }
-    rtq_ir::verify(&graph).map_err(|e| FrontendError::BadGraph(e.to_string()))?;
-    Ok(graph)
+    graph.captures = captured;
+    rtq_ir::verify(graph).map_err(|e| FrontendError::BadGraph(e.to_string()))?;
+    Ok(())
 }
 
 fn node_label(node: &NodeProto, index: usize) -> String {
@@ -291,7 +443,7 @@ fn convert_attr(
             return Err(FrontendError::bad_node(
                 node,
                 op,
-                format!("attribute `{name}` holds a subgraph; control flow is not supported"),
+                format!("attribute `{name}` holds a subgraph, which `{op}` does not take"),
             ))
         }
         // Very old models omit the type: infer it from the field that is set.

@@ -37,7 +37,7 @@ pub(crate) const OPS: &[OpSpec] = specs![
     "DequantizeLinear" ANY, 2..=3; "Div" ANY, 2..=2; "Dropout" ANY, 1..=3;
     "DynamicQuantizeLinear" ANY, 1..=1; "Einsum" ANY, 1..=MANY;
     "Elu" ANY, 1..=1; "Equal" ANY, 2..=2; "Erf" ANY, 1..=1; "Exp" ANY, 1..=1; "Expand" ANY, 2..=2;
-    "EyeLike" ANY, 1..=1; "Flatten" ANY, 1..=1; "Floor" ANY, 1..=1; "Gather" ANY, 2..=2;
+    "EyeLike" ANY, 1..=1; "If" ANY, 1..=1; "Loop" ANY, 2..=MANY; "Scan" 9..=i64::MAX, 1..=MANY; "Flatten" ANY, 1..=1; "Floor" ANY, 1..=1; "Gather" ANY, 2..=2;
     "GatherElements" ANY, 2..=2; "GatherND" ANY, 2..=2; "Gelu" ANY, 1..=1; "Gemm" ANY, 2..=3;
     "GlobalAveragePool" ANY, 1..=1; "GlobalLpPool" ANY, 1..=1; "GlobalMaxPool" ANY, 1..=1;
     "Greater" ANY, 2..=2; "GreaterOrEqual" ANY, 2..=2; "GroupNormalization" ANY, 3..=3; "GRU" ANY, 3..=6;
@@ -111,6 +111,8 @@ mod tests {
         assert!(is_known_op("Upsample", 9));
         assert!(!is_known_op("Upsample", 13));
         assert!(is_known_op("Conv", 21));
-        assert!(!is_known_op("If", 13));
+        assert!(is_known_op("If", 13));
+        // Scan-8 (batch axis, sequence_lens) differs from Scan-9 on.
+        assert!(!is_known_op("Scan", 8) && is_known_op("Scan", 9));
     }
 }

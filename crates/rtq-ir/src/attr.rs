@@ -1,5 +1,27 @@
-use crate::Tensor;
+use crate::{Graph, Tensor};
 use std::fmt;
+use std::sync::Arc;
+
+/// The body of a control-flow node (`If`'s branches, `Loop`'s and `Scan`'s body): a
+/// graph of its own whose trailing [`Graph::captures`] inputs stand for the outer
+/// values it reads, which the node lists as its trailing inputs (so every pass sees
+/// them as ordinary uses). Shared: cloning is cheap; two are equal when they are the
+/// same body.
+#[derive(Debug, Clone)]
+pub struct Subgraph(pub Arc<Graph>);
+
+impl PartialEq for Subgraph {
+    fn eq(&self, other: &Subgraph) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::ops::Deref for Subgraph {
+    type Target = Graph;
+    fn deref(&self) -> &Graph {
+        &self.0
+    }
+}
 
 /// A node attribute, as ONNX's `AttributeProto` holds it.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,6 +40,8 @@ pub enum Attr {
     Floats(Vec<f32>),
     /// Strings.
     Strings(Vec<String>),
+    /// A subgraph (control flow).
+    Graph(Subgraph),
 }
 
 impl Attr {
@@ -70,6 +94,14 @@ impl Attr {
             _ => None,
         }
     }
+
+    /// The subgraph, if this is one.
+    pub fn as_graph(&self) -> Option<&Subgraph> {
+        match self {
+            Attr::Graph(g) => Some(g),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Attr {
@@ -82,6 +114,15 @@ impl fmt::Display for Attr {
             Attr::Ints(v) => write!(f, "{v:?}"),
             Attr::Floats(v) => write!(f, "{v:?}"),
             Attr::Strings(v) => write!(f, "{v:?}"),
+            Attr::Graph(g) => write!(
+                f,
+                "graph<{}: {} nodes, {} inputs ({} captured), {} outputs>",
+                g.name,
+                g.node_count(),
+                g.inputs.len(),
+                g.captures,
+                g.outputs.len()
+            ),
         }
     }
 }

@@ -57,6 +57,20 @@ pub struct Node {
 }
 
 impl Node {
+    /// The control-flow bodies among the attributes (`then_branch`/`else_branch`,
+    /// `body`), by attribute name.
+    pub fn subgraphs(&self) -> impl Iterator<Item = (&str, &crate::Subgraph)> {
+        self.attrs
+            .iter()
+            .filter_map(|(k, a)| a.as_graph().map(|g| (k.as_str(), g)))
+    }
+
+    /// How many trailing inputs are the outer values its bodies capture (the same for
+    /// every body of the node).
+    pub fn captured_inputs(&self) -> usize {
+        self.subgraphs().map(|(_, g)| g.captures).max().unwrap_or(0)
+    }
+
     /// The attribute `name`, if set.
     pub fn attr(&self, name: &str) -> Option<&Attr> {
         self.attrs.get(name)
@@ -105,6 +119,9 @@ pub struct Graph {
     pub producer: String,
     /// Free-form metadata (`metadata_props`), kept in order.
     pub metadata: Vec<(String, String)>,
+    /// For a control-flow body: how many of the trailing `inputs` stand for values of
+    /// the enclosing graph (read by name in ONNX, explicit node inputs in rtq's IR).
+    pub captures: usize,
     nodes: Vec<Option<Node>>,
     values: Vec<Value>,
     names: HashMap<String, ValueId>,

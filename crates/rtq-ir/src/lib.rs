@@ -18,7 +18,7 @@ mod tensor;
 mod topo;
 mod verify;
 
-pub use attr::Attr;
+pub use attr::{Attr, Subgraph};
 pub use dim::{format_shape, known_shape, Dim, Shape};
 pub use dtype::DType;
 pub use dump::dump;

@@ -1,7 +1,7 @@
 //! The standard optimisation pipeline.
 
 use crate::{
-    ConstantFolding, DeadCodeElimination, FoldBatchNorm, FoldChannelAffine, InferShapes,
+    ConstantFolding, DeadCodeElimination, FoldBatchNorm, FoldChannelAffine, FoldIf, InferShapes,
     OptimizeOptions, Pass, PassError, PassManager, PassStats, RemoveIdentity,
 };
 use rtq_ir::Graph;
@@ -11,6 +11,7 @@ pub const PASS_NAMES: &[&str] = &[
     RemoveIdentity::NAME,
     InferShapes::NAME,
     ConstantFolding::NAME,
+    FoldIf::NAME,
     FoldBatchNorm::NAME,
     FoldChannelAffine::NAME,
     DeadCodeElimination::NAME,
@@ -25,6 +26,7 @@ pub fn optimization_passes(opts: &OptimizeOptions) -> Vec<Box<dyn Pass>> {
         Box::new(RemoveIdentity),
         Box::new(InferShapes),
         Box::new(ConstantFolding::new(opts.fold_size_limit)),
+        Box::new(FoldIf),
         Box::new(FoldBatchNorm),
         Box::new(FoldChannelAffine),
         Box::new(DeadCodeElimination),

@@ -10,6 +10,7 @@ mod columns;
 mod compare;
 mod concat;
 mod constant;
+mod control_flow;
 mod conv;
 mod conv_transpose;
 mod cumsum;
@@ -44,6 +45,7 @@ pub(crate) const FAMILIES: &[&[(&str, Kernel)]] = &[
     compare::KERNELS,
     concat::KERNELS,
     constant::KERNELS,
+    control_flow::KERNELS,
     conv::KERNELS,
     conv_transpose::KERNELS,
     cumsum::KERNELS,

@@ -12,7 +12,8 @@ pub const FP16_MAX: f32 = 65504.0;
 /// Ops kept in FP32: numerically fragile (exponentials, powers, long reductions,
 /// normalisations whose variance overflows FP16, recurrent layers whose state
 /// accumulates over the sequence — onnxruntime's CPU provider has no FP16 kernels for
-/// them either), index/shape producing, or defined on float32 only.
+/// them either), index/shape producing, defined on float32 only, or control flow (whose
+/// bodies are not converted).
 const KEEP_FP32_OPS: &[&str] = &[
     "Exp",
     "Log",
@@ -48,6 +49,10 @@ const KEEP_FP32_OPS: &[&str] = &[
     "LSTM",
     "GRU",
     "RNN",
+    // Control flow: bodies stay FP32, their captured inputs are cast to it.
+    "If",
+    "Loop",
+    "Scan",
 ];
 
 /// Q/DQ ops, which compute in half precision in mixed INT8/FP16 builds

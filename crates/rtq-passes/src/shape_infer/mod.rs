@@ -6,6 +6,7 @@
 //! proven is left `None`. A declared fact that contradicts an inferred one is an error
 //! naming the node and both facts.
 
+mod control_flow;
 mod conv_pool;
 mod ctx;
 mod dims;

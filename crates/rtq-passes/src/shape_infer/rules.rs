@@ -2,8 +2,8 @@
 
 use super::ctx::{Fact, NodeCtx};
 use super::{
-    conv_pool, elementwise, generators, indexing, linalg, normalization, quant, recurrent, reduce,
-    reshape, resize, slice_concat,
+    control_flow, conv_pool, elementwise, generators, indexing, linalg, normalization, quant,
+    recurrent, reduce, reshape, resize, slice_concat,
 };
 use crate::PassError;
 use std::collections::HashMap;
@@ -97,6 +97,9 @@ const RULES: &[(&[&str], Rule)] = &[
     (&["Resize"], resize::resize),
     (&["GridSample"], resize::grid_sample),
     (&["RNN", "GRU", "LSTM"], recurrent::recurrent),
+    (&["If"], control_flow::if_),
+    (&["Loop"], control_flow::loop_),
+    (&["Scan"], control_flow::scan),
 ];
 
 fn table() -> &'static HashMap<&'static str, Rule> {
@@ -142,7 +145,7 @@ mod tests {
         ] {
             assert!(rule_for(op).is_some(), "{op}");
         }
-        assert!(rule_for("Loop").is_none());
+        assert!(rule_for("Loop").is_some() && rule_for("Foo").is_none());
         let listed: usize = RULES.iter().map(|(ops, _)| ops.len()).sum();
         assert_eq!(shape_rule_ops().len(), listed, "an op is listed twice");
         assert!(shape_rule_ops().windows(2).all(|w| w[0] < w[1]));

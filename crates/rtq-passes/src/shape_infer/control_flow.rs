@@ -1,0 +1,171 @@
+//! Rules for control flow: If, Loop and Scan. The body is inferred on a copy whose
+//! inputs take the facts the node feeds them; its outputs give the node's. Symbolic
+//! dims from the body become unknown in the outer graph (a body's symbols are its own).
+
+use super::ctx::{Fact, NodeCtx};
+use super::dims::unknown;
+use crate::PassError;
+use rtq_ir::{DType, Dim, Graph, Shape};
+
+/// The facts of `body`'s outputs once its inputs get `inputs` (`None` leaves one as
+/// declared); unknown when the body cannot be inferred.
+fn body_outputs(ctx: &NodeCtx<'_>, attr: &str, inputs: Vec<Option<Fact>>) -> Vec<Fact> {
+    let Some(body) = ctx.node.attr(attr).and_then(|a| a.as_graph()) else {
+        return Vec::new();
+    };
+    let mut g: Graph = (*body.0).clone();
+    for (&id, fact) in g.inputs.clone().iter().zip(inputs) {
+        if let Some(fact) = fact {
+            let v = g.value_mut(id);
+            v.dtype = fact.dtype.or(v.dtype);
+            v.shape = fact.shape.or(v.shape.take());
+        }
+    }
+    if crate::infer_shapes(&mut g).is_err() {
+        return vec![Fact::new(None, None); g.outputs.len()];
+    }
+    g.outputs
+        .iter()
+        .map(|&o| {
+            let v = g.value(o);
+            Fact::new(v.dtype, v.shape.as_ref().map(|s| outer_dims(s)))
+        })
+        .collect()
+}
+
+/// `shape` with the body's symbols replaced by unknown dims.
+fn outer_dims(shape: &[Dim]) -> Shape {
+    shape
+        .iter()
+        .map(|d| match d {
+            Dim::Known(n) => Dim::Known(*n),
+            Dim::Sym(_) => unknown(),
+        })
+        .collect()
+}
+
+/// What two facts (two branches, or a loop's first and later iterations) share.
+fn merge(a: Option<&Fact>, b: Option<&Fact>) -> Fact {
+    let (a, b) = match (a, b) {
+        (Some(a), Some(b)) => (a, b),
+        (Some(f), None) | (None, Some(f)) => return f.clone(),
+        (None, None) => return Fact::new(None, None),
+    };
+    let shape = match (&a.shape, &b.shape) {
+        (Some(x), Some(y)) if x.len() == y.len() => Some(
+            x.iter()
+                .zip(y)
+                .map(|(p, q)| {
+                    if p == q && !matches!(p, Dim::Sym(s) if s == "?") {
+                        p.clone()
+                    } else {
+                        unknown()
+                    }
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    Fact::new(a.dtype.or(b.dtype), shape)
+}
+
+/// The fact of node input `slot`.
+fn input_fact(ctx: &NodeCtx<'_>, slot: usize) -> Option<Fact> {
+    Some(Fact::new(
+        ctx.dtype(slot),
+        ctx.shape(slot).map(<[Dim]>::to_vec),
+    ))
+}
+
+/// Facts for the node's captured inputs (its trailing ones).
+fn captured(ctx: &NodeCtx<'_>) -> Vec<Option<Fact>> {
+    let n = ctx.num_inputs();
+    (n - ctx.node.captured_inputs().min(n)..n)
+        .map(|slot| input_fact(ctx, slot))
+        .collect()
+}
+
+/// `If`: each output is what both branches' outputs share.
+pub(crate) fn if_(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
+    let then = body_outputs(ctx, "then_branch", captured(ctx));
+    let other = body_outputs(ctx, "else_branch", captured(ctx));
+    Ok((0..ctx.node.outputs.len())
+        .map(|i| merge(then.get(i), other.get(i)))
+        .collect())
+}
+
+/// `Loop`: the final loop-carried values (the type of their initial values, the dims
+/// every iteration keeps), then each scan output stacked along a new first axis.
+pub(crate) fn loop_(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
+    let own = ctx.num_inputs() - ctx.node.captured_inputs().min(ctx.num_inputs());
+    let carried = own.saturating_sub(2);
+    let mut feed = vec![
+        Some(Fact::shaped(Some(DType::I64), vec![])),
+        Some(Fact::shaped(Some(DType::Bool), vec![])),
+    ];
+    feed.extend((2..own).map(|slot| input_fact(ctx, slot)));
+    feed.extend(captured(ctx));
+    let outs = body_outputs(ctx, "body", feed);
+    let mut facts: Vec<Fact> = (0..carried)
+        .map(|i| merge(input_fact(ctx, 2 + i).as_ref(), outs.get(1 + i)))
+        .collect();
+    for out in outs.iter().skip(1 + carried) {
+        let shape = out.shape.as_ref().map(|s| {
+            let mut s = s.clone();
+            s.insert(0, unknown());
+            s
+        });
+        facts.push(Fact::new(out.dtype, shape));
+    }
+    Ok(facts)
+}
+
+/// `Scan`: the final states, then each scan output stacked along its axis (as long as
+/// the scan inputs).
+pub(crate) fn scan(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
+    let own = ctx.num_inputs() - ctx.node.captured_inputs().min(ctx.num_inputs());
+    let m = usize::try_from(ctx.attr_int("num_scan_inputs", 0))
+        .unwrap_or(0)
+        .min(own);
+    let n = own - m;
+    let in_axes = ctx
+        .attr_ints("scan_input_axes")
+        .unwrap_or_else(|| vec![0; m]);
+    let mut feed: Vec<Option<Fact>> = (0..n).map(|slot| input_fact(ctx, slot)).collect();
+    let mut length = unknown();
+    for j in 0..m {
+        let slot = n + j;
+        let fact = match ctx.shape(slot) {
+            Some(s) if !s.is_empty() => {
+                let axis = ctx.axis(in_axes.get(j).copied().unwrap_or(0), s.len())?;
+                if j == 0 {
+                    length = s[axis].clone();
+                }
+                let mut s = s.to_vec();
+                s.remove(axis);
+                Fact::shaped(ctx.dtype(slot), s)
+            }
+            _ => Fact::new(ctx.dtype(slot), None),
+        };
+        feed.push(Some(fact));
+    }
+    feed.extend(captured(ctx));
+    let outs = body_outputs(ctx, "body", feed);
+    let mut facts: Vec<Fact> = (0..n)
+        .map(|i| merge(input_fact(ctx, i).as_ref(), outs.get(i)))
+        .collect();
+    let out_axes = ctx.attr_ints("scan_output_axes").unwrap_or_default();
+    for (k, out) in outs.iter().skip(n).enumerate() {
+        let shape = match &out.shape {
+            Some(s) => {
+                let axis = ctx.axis(out_axes.get(k).copied().unwrap_or(0), s.len() + 1)?;
+                let mut s = s.clone();
+                s.insert(axis, length.clone());
+                Some(s)
+            }
+            None => None,
+        };
+        facts.push(Fact::new(out.dtype, shape));
+    }
+    Ok(facts)
+}

@@ -1,0 +1,165 @@
+//! Control flow (If, Loop, Scan, and an If holding a Loop that reads a value two scopes
+//! out), with bodies reading outer values, from `tests/python/make_control_flow.py`:
+//! rtq's executor computes what onnxruntime computes; every mode builds a model that
+//! passes onnx.checker's full check and runs in onnxruntime close to FP32, with the
+//! weighted ops around the control flow quantized; an If whose condition is a
+//! constant is folded into the branch it takes.
+//! Needs requirements-test.txt; `RTQ_SKIP_PYTHON_TESTS=1` skips.
+
+mod common;
+
+use common::*;
+use rtq_exec::Plan;
+use rtq_test_support::{skip_python, write_npy_f32, Rng};
+use std::path::{Path, PathBuf};
+
+const KINDS: [&str; 4] = ["if", "loop", "scan", "nested"];
+
+fn make(kind: &str, dir: &Path) -> (PathBuf, PathBuf) {
+    let model = dir.join(format!("{kind}.onnx"));
+    let calib = dir.join("calib");
+    python(
+        "make_control_flow.py",
+        &[kind, model.to_str().unwrap(), calib.to_str().unwrap(), "12"],
+    );
+    (model, calib)
+}
+
+/// One input of `kind`'s model: its shape for sample `i`, shifted so that If models
+/// take both branches.
+fn sample(kind: &str, i: usize, rng: &mut Rng) -> (Vec<usize>, Vec<f32>) {
+    let shape = if kind == "scan" {
+        vec![1, 5 + i, 8]
+    } else {
+        vec![1, 3, 8, 8]
+    };
+    let shift = if i % 2 == 0 { 0.8 } else { -0.8 };
+    let n: usize = shape.iter().product();
+    let values = (0..n).map(|_| rng.normal() as f32 + shift).collect();
+    (shape, values)
+}
+
+#[test]
+fn executor_matches_onnxruntime() {
+    if skip_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(3);
+    for kind in KINDS {
+        let (model, _) = make(kind, dir.path());
+        let graph = rtq_frontend::load_model(&model).unwrap();
+        let plan = Plan::new(&graph).unwrap();
+        let input = graph.value(graph.inputs[0]).name.clone();
+        let cases = dir.path().join(format!("{kind}_cases"));
+        std::fs::create_dir_all(&cases).unwrap();
+        for i in 0..4 {
+            let (shape, values) = sample(kind, i, &mut rng);
+            write_npy_f32(&cases.join(format!("{i}_in.npy")), &shape, &values);
+            let x = rtq_ir::Tensor::from_f32(shape, values);
+            let outputs = plan.run(&[(input.clone(), x)]).unwrap();
+            for (k, t) in outputs.iter().enumerate() {
+                let v = t.to_f32_vec();
+                write_npy_f32(&cases.join(format!("{i}_out{k}.npy")), t.shape(), &v);
+            }
+        }
+        let worst = python_inline(&format!(
+            r#"
+import glob, numpy as np, onnxruntime as ort
+s = ort.InferenceSession(r"{model}", providers=["CPUExecutionProvider"])
+worst = 0.0
+for i in range(4):
+    x = np.load(r"{cases}/%d_in.npy" % i)
+    for k, ref in enumerate(s.run(None, {{s.get_inputs()[0].name: x}})):
+        got = np.load(r"{cases}/%d_out%d.npy" % (i, k))
+        assert got.shape == ref.shape, (i, k, got.shape, ref.shape)
+        worst = max(worst, float(np.max(np.abs(got - ref))))
+print(worst)
+"#,
+            model = model.display(),
+            cases = cases.display()
+        ));
+        let worst: f64 = worst.trim().parse().unwrap();
+        assert!(
+            worst < 1e-4,
+            "{kind}: rtq vs onnxruntime max |diff| {worst}"
+        );
+    }
+}
+
+#[test]
+fn every_mode_builds_control_flow_models() {
+    if skip_python() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for kind in KINDS {
+        let (model, calib) = make(kind, dir.path());
+        let held_out: Vec<PathBuf> = files_in(&calib).into_iter().rev().take(4).collect();
+        for (mode, floor) in [
+            (&[][..], 0.99999),
+            (&["--fp16"][..], 0.999),
+            (&["--int8"][..], 0.99),
+            (&["--int8", "--fp16"][..], 0.99),
+        ] {
+            let out = dir.path().join(format!("{kind}_out{}", mode.join("")));
+            let mut args = mode.to_vec();
+            args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
+            compile_ok(&model, &out, &args);
+            let built = files_in(&out)
+                .into_iter()
+                .find(|p| p.extension().is_some_and(|x| x == "onnx"))
+                .unwrap();
+            let mut check: Vec<&Path> = vec![&built, &model];
+            check.extend(held_out.iter().map(PathBuf::as_path));
+            let c: serde_json::Value =
+                serde_json::from_str(&python("check_model.py", &check)).unwrap();
+            let cos = c["cosine_min"].as_f64().unwrap();
+            assert!(cos >= floor, "{kind} {mode:?}: cosine {cos} < {floor}: {c}");
+            if mode.contains(&"--int8") && kind != "scan" {
+                // The Convs around the control flow are quantized.
+                assert!(c["qdq"].as_u64().unwrap() >= 2, "{kind} {mode:?}: {c}");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_if_on_a_constant_condition_is_folded_into_its_branch() {
+    let (_dir, model, calib) = python_model(
+        "const_if.onnx",
+        r#"
+import numpy as np, onnx
+from onnx import helper, TensorProto, numpy_helper
+F = TensorProto.FLOAT
+then = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["t"], name="then_mul")], "then", [],
+                         [helper.make_tensor_value_info("t", F, None)])
+other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [],
+                          [helper.make_tensor_value_info("e", F, None)])
+g = helper.make_graph(
+    [helper.make_node("If", ["flag"], ["y"], name="if", then_branch=then, else_branch=other)],
+    "const_if", [helper.make_tensor_value_info("x", F, [1, 4])],
+    [helper.make_tensor_value_info("y", F, [1, 4])],
+    [numpy_helper.from_array(np.array(True), "flag"), numpy_helper.from_array(np.array(3.0, np.float32), "k")])
+m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+m.ir_version = 8
+onnx.save(m, MODEL)
+np.save(f"{CALIB}/s0.npy", np.arange(4, dtype=np.float32).reshape(1, 4))
+"#,
+    );
+    let out = model.parent().unwrap().join("out");
+    let json: serde_json::Value =
+        serde_json::from_str(&compile_ok(&model, &out, &["--json"])).unwrap();
+    let built = out.join("const_if_opt.onnx");
+    let ops = python_inline(&format!(
+        "import onnx\nprint(' '.join(n.op_type for n in onnx.load(r'{}').graph.node))",
+        built.display()
+    ));
+    assert_eq!(ops.trim(), "Mul", "{json}");
+    let c: serde_json::Value = serde_json::from_str(&python(
+        "check_model.py",
+        &[built.as_path(), model.as_path(), &calib.join("s0.npy")],
+    ))
+    .unwrap();
+    assert!(c["max_abs"].as_f64().unwrap() < 1e-6, "{c}");
+}
