@@ -163,3 +163,69 @@ np.save(f"{CALIB}/s0.npy", np.arange(4, dtype=np.float32).reshape(1, 4))
     .unwrap();
     assert!(c["max_abs"].as_f64().unwrap() < 1e-6, "{c}");
 }
+
+#[test]
+fn onnx_node_tests_of_if_loop_and_scan_pass() {
+    if skip_python() {
+        return;
+    }
+    // The onnx package's own cases, with the outputs its reference implementation expects.
+    let dir = tempfile::tempdir().unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_str(&python("onnx_node_cases.py", &[dir.path()])).unwrap();
+    let tensor: Vec<&str> = listed["tensor"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(tensor.len() >= 5, "{listed}");
+    for name in &tensor {
+        let graph = rtq_frontend::load_model(&dir.path().join(format!("{name}.onnx"))).unwrap();
+        let specs = rtq_calib::InputSpec::from_graph(&graph).unwrap();
+        let feeds = rtq_calib::load_file(
+            &dir.path().join(format!("{name}_in.npz")),
+            &specs,
+            &rtq_calib::DataOptions::default(),
+        )
+        .unwrap()
+        .remove(0);
+        let outputs = Plan::new(&graph).unwrap().run(&feeds).unwrap();
+        for (k, t) in outputs.iter().enumerate() {
+            let path = dir.path().join(format!("{name}_got{k}.npy"));
+            write_npy_f32(&path, t.shape(), &t.to_f32_vec());
+        }
+    }
+    let report = python_inline(&format!(
+        r#"
+import numpy as np
+for name in {names:?}:
+    expected = np.load(r"{dir}/%s_expected.npz" % name)
+    for k in range(len(expected.files)):
+        want = expected["output_%d" % k]
+        got = np.load(r"{dir}/%s_got%d.npy" % (name, k))
+        assert got.shape == want.shape, (name, k, got.shape, want.shape)
+        assert np.allclose(got, want.astype(np.float32), rtol=1e-5, atol=1e-5), (name, k, got, want)
+print("ok")
+"#,
+        names = tensor,
+        dir = dir.path().display()
+    ));
+    assert_eq!(report.trim(), "ok");
+    // Sequences, optionals and Scan-8 are refused at load with one clear sentence.
+    for name in listed["other"].as_array().unwrap() {
+        let model = dir.path().join(format!("{}.onnx", name.as_str().unwrap()));
+        let out = dir.path().join("refused");
+        let err = rtq_fails(&[
+            "compile",
+            model.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(
+            err.contains("only tensor types") || err.contains("unsupported ops: `Scan`"),
+            "{name}: {err}"
+        );
+        assert!(!out.exists(), "{name}: nothing written");
+    }
+}

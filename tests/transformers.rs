@@ -162,25 +162,38 @@ fn bert_encoder_every_mode_with_transformer_placement() {
         // The pooled output (token 0 through every layer, then a Tanh) is the most
         // fragile: the LayerNorm outputs' outlier channels (gains 8x the others) are
         // quantized per tensor for the Q/K/V MatMuls and the residual skip, and post-norm
-        // blocks leave equalization no producer to move them into. Measured 0.986-0.988.
+        // blocks leave equalization no producer to move them into. With FP16 around the
+        // INT8 layers it measured 0.9898.
+        let pooled_floor = if mode.contains(&"--fp16") && mode.contains(&"--int8") {
+            0.985
+        } else {
+            0.99
+        };
         assert_cosines(
             &checked,
-            &[("pooled", 0.98)],
+            &[("pooled", pooled_floor)],
             0.99,
             &format!("bert {mode:?}"),
         );
         if mode == ["--int8"] {
             let q = &report["quantization"];
             assert!(q["int8_mac_share"].as_f64().unwrap() > 0.5, "{q}");
+            // The pooler reads one token: with the calibration data's batch of 1 it is a
+            // GEMV (the graph's batch is symbolic), left in high precision.
+            let skipped = q["skipped"].to_string();
+            assert!(
+                skipped.contains("GEMV (output [1, 64] on calibration data)"),
+                "{skipped}"
+            );
         }
     }
     let dir = out.path().join("placement");
     let (checked, _) = build_and_check(&e, &dir, &["--int8", "--calib-method", "percentile"]);
     assert_transformer_placement(&checked);
-    // The attention mask Add and the pooler (batch is dynamic: not a known GEMV) ...
+    // No Q/DQ on the attention mask Add, nor on the pooler (a GEMV on the data).
     let mask = nodes_where(&checked, |name, _| name.contains("attn_mask"));
     assert!(mask.iter().all(|(_, f)| f["dq_inputs"] == 0), "{mask:?}");
-    assert_eq!(node(&checked, "pooler")["dq_inputs"], 1);
+    assert_eq!(node(&checked, "pooler")["dq_inputs"], 0);
 }
 
 #[test]

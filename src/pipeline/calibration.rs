@@ -101,6 +101,7 @@ impl Build<'_> {
     pub(super) fn int8_options(&self) -> Int8Options {
         Int8Options {
             scale_format: self.scale_format(),
+            sample_shapes: self.sample_shapes.get().cloned().unwrap_or_default(),
             ..self.opts.int8_opts.clone()
         }
     }
@@ -130,6 +131,9 @@ impl Build<'_> {
                 result: None,
                 plan: None,
             }));
+        }
+        if let (Some(set), Some(&first)) = (&set, calib_files.first()) {
+            self.note_sample_shapes(graph, set, first);
         }
         let plan = if precision.is_int8() {
             Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)

@@ -23,14 +23,17 @@ impl Build<'_> {
             mut graph,
             weight_bytes_fp32,
         } = optimized;
-        let plan = plan_int8(&graph, &self.int8_options()).context("planning INT8 quantization")?;
-        let sites = plan_equalization(&graph, &plan.activations);
         let dir = self
             .opts
             .calib_dir
             .as_ref()
             .expect("checked: equalization has data");
         let (set, calib_files, _) = self.open_data(dir)?;
+        if let Some(&first) = calib_files.first() {
+            self.note_sample_shapes(&graph, &set, first);
+        }
+        let plan = plan_int8(&graph, &self.int8_options()).context("planning INT8 quantization")?;
+        let sites = plan_equalization(&graph, &plan.activations);
         let targets: Vec<_> = sites
             .iter()
             .map(|s| (s.tensor, s.axis, s.channels))

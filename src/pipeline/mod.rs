@@ -15,6 +15,7 @@ mod options;
 pub mod output;
 mod passes;
 mod precision;
+mod sample_shapes;
 mod statistics;
 mod target;
 
@@ -64,6 +65,9 @@ pub struct Build<'a> {
     /// FP32 outputs on the calibration files that judge candidate builds, computed
     /// at the first judgement (the reference graph does not change within a build).
     selection_reference: std::cell::OnceCell<crate::accuracy::ReferenceOutputs>,
+    /// Value shapes on a calibration sample (see `sample_shapes.rs`).
+    sample_shapes:
+        std::cell::OnceCell<std::sync::Arc<std::collections::HashMap<String, Vec<usize>>>>,
 }
 
 impl<'a> Build<'a> {
@@ -83,6 +87,7 @@ impl<'a> Build<'a> {
             timings: Vec::new(),
             clock: Instant::now(),
             selection_reference: std::cell::OnceCell::new(),
+            sample_shapes: std::cell::OnceCell::new(),
         })
     }
 

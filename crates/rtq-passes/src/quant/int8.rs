@@ -27,6 +27,7 @@ use super::{NodeFilter, QuantError, ScaleFormat};
 use rtq_ir::{Attr, DType, Graph, NodeId, QuantParams, Tensor, TensorData, ValueId};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 /// Options of the INT8 transform.
 #[derive(Debug, Clone)]
@@ -43,6 +44,10 @@ pub struct Int8Options {
     /// Quantize GEMV MatMul/Gemm nodes too (output with one row or column), which
     /// are otherwise left in high precision.
     pub quantize_gemv: bool,
+    /// Concrete shapes of values (by name) on a calibration sample: GEMV detection
+    /// reads the graph's symbolic dims from them, as ModelOpt reads its calibration
+    /// run's shapes. Empty: only dims known in the graph count.
+    pub sample_shapes: Arc<HashMap<String, Vec<usize>>>,
     /// Type whose values the scales must be exact in (FP16 for mixed INT8/FP16 builds,
     /// whose FP16 conversion then stores them without rounding).
     pub scale_format: ScaleFormat,
@@ -56,6 +61,7 @@ impl Default for Int8Options {
             per_channel: true,
             residual_add: true,
             quantize_gemv: false,
+            sample_shapes: Arc::default(),
             scale_format: ScaleFormat::F32,
         }
     }
@@ -214,7 +220,7 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
                         return Err("input 0 is constant".into());
                     }
                     if !opts.quantize_gemv {
-                        if let Some(why) = gemv_reason(graph, id) {
+                        if let Some(why) = gemv_reason(graph, id, &opts.sample_shapes) {
                             return Err(why);
                         }
                     }

@@ -4,6 +4,7 @@
 //! TensorRT's Q/DQ placement guide and NVIDIA ModelOpt's ONNX INT8 rules.
 
 use rtq_ir::{Dim, Graph, NodeId, ValueId};
+use std::collections::HashMap;
 
 /// Ops whose inputs are quantized and whose epilogue TensorRT fuses.
 pub(super) const WEIGHTED: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
@@ -70,20 +71,34 @@ pub(super) fn fusible_backbone(graph: &Graph, v: ValueId) -> Option<NodeId> {
 
 /// Why MatMul/Gemm `node` is a GEMV (a matrix-vector product: its output has one
 /// row or one column), or `None`. TensorRT runs those memory-bound products faster
-/// without Q/DQ, which would only cost accuracy; only dimensions known to be 1 count.
-pub(super) fn gemv_reason(graph: &Graph, node: NodeId) -> Option<String> {
+/// without Q/DQ, which would only cost accuracy. Only dimensions known to be 1 count:
+/// in the graph, or in `sample` (the output's concrete shape on calibration data).
+pub(super) fn gemv_reason(
+    graph: &Graph,
+    node: NodeId,
+    sample: &HashMap<String, Vec<usize>>,
+) -> Option<String> {
     let n = graph.node(node);
     if !matches!(n.op_type.as_str(), "MatMul" | "Gemm") {
         return None;
     }
-    let shape = graph.value(*n.outputs.first()?).shape.as_ref()?;
+    let value = graph.value(*n.outputs.first()?);
+    let observed: Option<Vec<Dim>> = sample
+        .get(&value.name)
+        .map(|s| s.iter().map(|&d| Dim::Known(d)).collect());
+    let shape = observed.as_ref().or(value.shape.as_ref())?;
     let (last, rows) = shape.split_last()?;
     let one = |d: &Dim| d.known() == Some(1);
     let single_row = !rows.is_empty() && rows.iter().all(one);
     (single_row || one(last)).then(|| {
         let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+        let seen = if observed.is_some() {
+            " on calibration data"
+        } else {
+            ""
+        };
         format!(
-            "GEMV (output [{}]): memory-bound, faster and exact without Q/DQ",
+            "GEMV (output [{}]{seen}): memory-bound, faster and exact without Q/DQ",
             dims.join(", ")
         )
     })
@@ -226,13 +241,19 @@ mod tests {
         let y = add_op(&mut g, "y", "MatMul", &[Some(x), Some(w)], &[]);
         g.value_mut(y).shape = Some(dims(&[1, 8]));
         let node = g.value(y).producer.unwrap().0;
-        assert!(gemv_reason(&g, node).unwrap().contains("[1, 8]"));
+        let none = HashMap::new();
+        assert!(gemv_reason(&g, node, &none).unwrap().contains("[1, 8]"));
         g.value_mut(y).shape = Some(vec![Dim::Sym("batch".into()), Dim::Known(8)]);
-        assert_eq!(gemv_reason(&g, node), None);
+        assert_eq!(gemv_reason(&g, node, &none), None);
+        // A batch of 1 in the calibration data makes it one.
+        let seen = HashMap::from([("y".to_string(), vec![1, 8])]);
+        assert!(gemv_reason(&g, node, &seen)
+            .unwrap()
+            .contains("on calibration data"));
         g.value_mut(y).shape = Some(dims(&[1, 1, 1, 8]));
-        assert!(gemv_reason(&g, node).is_some());
+        assert!(gemv_reason(&g, node, &none).is_some());
         g.value_mut(y).shape = Some(dims(&[1, 2, 8]));
-        assert_eq!(gemv_reason(&g, node), None);
+        assert_eq!(gemv_reason(&g, node, &none), None);
     }
 
     #[test]
