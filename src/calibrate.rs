@@ -27,6 +27,18 @@ pub struct CalibrationResult {
 }
 
 impl CalibrationResult {
+    /// Ranges given rather than observed (`--calib-cache`): no statistics, so no other
+    /// method's ranges.
+    pub fn from_ranges(ranges: HashMap<ValueId, f32>) -> CalibrationResult {
+        CalibrationResult {
+            ranges,
+            collectors: Vec::new(),
+            stats: Vec::new(),
+            samples: 0,
+            seconds: 0.0,
+        }
+    }
+
     /// Every observed tensor's range as `method` picks it from the same statistics,
     /// where the calibrator kept them ([`rtq_calib::AllMethodsCalibrator`]); `None`
     /// otherwise. The threshold searches run on every core.

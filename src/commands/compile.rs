@@ -104,6 +104,13 @@ pub struct CompileArgs {
     /// shards); --calib DIR still gives the held-out files for the accuracy check.
     #[arg(long, value_name = "FILE")]
     pub stats: Vec<PathBuf>,
+    /// Take the INT8 ranges from an existing TensorRT calibration cache (any
+    /// `TRT-<version>-<algorithm>` header: EntropyCalibration2, MinMaxCalibration, ...)
+    /// or a JSON object of tensor name -> amax, instead of calibrating: the migration
+    /// path from TensorRT <= 10's implicit INT8 to an explicit Q/DQ model. --calib DIR
+    /// then only gives the files the accuracy check runs on.
+    #[arg(long, value_name = "FILE")]
+    pub calib_cache: Option<PathBuf>,
     /// Calibrate only shard INDEX of COUNT (every COUNT-th calibration file, 0-based;
     /// e.g. $SLURM_ARRAY_TASK_ID/8), save its statistics (--save-stats) and stop; merge
     /// the shards with `rtq stats merge` or repeated --stats.
@@ -265,6 +272,7 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         data: args.data.to_options()?,
         save_stats: args.save_stats.clone(),
         stats: args.stats.clone(),
+        calib_cache: args.calib_cache.clone(),
         shard: args.shard,
         max_calib_files: args.calib_samples,
         holdout: args.holdout,

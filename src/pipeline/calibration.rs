@@ -19,6 +19,8 @@ pub enum RangeSource {
     /// Each tensor's range among the methods' by the error at its consumers
     /// ([`crate::range_choice`]).
     PerTensor,
+    /// Ranges read from `--calib-cache`.
+    Imported,
 }
 
 impl RangeSource {
@@ -27,6 +29,7 @@ impl RangeSource {
         match self {
             RangeSource::Method(method) => method.name(),
             RangeSource::PerTensor => "per-tensor",
+            RangeSource::Imported => "calib-cache",
         }
     }
 }
@@ -121,7 +124,9 @@ impl Build<'_> {
         let graph = &optimized.graph;
         let precision = opts.precision();
         let nothing_to_observe = !precision.is_int8() && !precision.has_fp16();
-        if nothing_to_observe || (set.is_none() && opts.stats.is_empty()) {
+        if nothing_to_observe
+            || (set.is_none() && opts.stats.is_empty() && opts.calib_cache.is_none())
+        {
             // An FP32 build does not use calibration data; without data there is none.
             return Ok(Flow::Next(Calibrated {
                 set,
@@ -135,12 +140,17 @@ impl Build<'_> {
         if let (Some(set), Some(&first)) = (&set, calib_files.first()) {
             self.note_sample_shapes(graph, set, first);
         }
-        let plan = if precision.is_int8() {
+        let mut plan = if precision.is_int8() {
             Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
         } else {
             None
         };
-        let (method, mut result) = if opts.stats.is_empty() {
+        let (method, mut result) = if let Some(cache) = &opts.calib_cache {
+            let (ranges, covered) = self.imported_ranges(graph, cache)?;
+            plan = Some(covered);
+            let result = CalibrationResult::from_ranges(ranges);
+            (opts.calib_method, result)
+        } else if opts.stats.is_empty() {
             let set = set.as_ref().expect("checked above");
             self.observe(graph, set, &calib_files)?
         } else {
@@ -149,7 +159,9 @@ impl Build<'_> {
             let method = opts.calib_method;
             (method, self.load_stats(graph, &targets, method, split)?)
         };
-        let method = if opts.per_tensor_ranges && precision.is_int8() {
+        let method = if opts.calib_cache.is_some() {
+            RangeSource::Imported
+        } else if opts.per_tensor_ranges && precision.is_int8() {
             let plan = plan.as_ref().expect("INT8 builds plan");
             self.per_tensor_ranges(graph, plan, set.as_ref(), &calib_files, &mut result)?;
             RangeSource::PerTensor
@@ -338,6 +350,14 @@ impl Build<'_> {
         let mut cache = CalibrationCache::for_trt_version(&self.opts.trt_version)?;
         for (v, _) in &result.stats {
             cache.push(&graph.value(*v).name, QuantParams::int8(result.ranges[v]));
+        }
+        if result.stats.is_empty() {
+            // Imported ranges (`--calib-cache`): the ones this graph has, in its order.
+            for (v, value) in graph.values() {
+                if let Some(&amax) = result.ranges.get(&v).filter(|a| a.is_finite() && **a > 0.0) {
+                    cache.push(&value.name, QuantParams::int8(amax));
+                }
+            }
         }
         let text = cache.to_text().context("writing the calibration cache")?;
         Ok((

@@ -6,6 +6,7 @@
 //! output as it stands ([`Flow::Stop`]). Every stage adds context to its errors;
 //! nothing is written until every stage has succeeded (see [`output`]).
 
+mod cache_import;
 mod calibration;
 mod equalize;
 mod fallback;
@@ -65,6 +66,8 @@ pub struct Build<'a> {
     /// FP32 outputs on the calibration files that judge candidate builds, computed
     /// at the first judgement (the reference graph does not change within a build).
     selection_reference: std::cell::OnceCell<crate::accuracy::ReferenceOutputs>,
+    /// Every value name of the source model (`--calib-cache` entries must be among them).
+    source_names: std::collections::HashSet<String>,
     /// Value shapes on a calibration sample (see `sample_shapes.rs`).
     sample_shapes:
         std::cell::OnceCell<std::sync::Arc<std::collections::HashMap<String, Vec<usize>>>>,
@@ -88,6 +91,7 @@ impl<'a> Build<'a> {
             clock: Instant::now(),
             selection_reference: std::cell::OnceCell::new(),
             sample_shapes: std::cell::OnceCell::new(),
+            source_names: std::collections::HashSet::new(),
         })
     }
 

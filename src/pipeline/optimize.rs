@@ -29,6 +29,9 @@ impl Build<'_> {
         self.report.source_opset = graph.opset;
         self.report.output_opset = graph.opset.max(13);
         self.report.graph.nodes_in = graph.node_count();
+        if self.opts.calib_cache.is_some() {
+            self.source_names = graph.values().map(|(_, v)| v.name.clone()).collect();
+        }
         self.lap("load");
         if self.opts.stops_after(Stage::Load) {
             return self

@@ -242,6 +242,9 @@ pub struct CompileOptions {
     pub save_stats: Option<PathBuf>,
     /// Calibrate from these saved statistics (merged) instead of forward passes.
     pub stats: Vec<PathBuf>,
+    /// Take INT8 ranges from this TensorRT calibration cache or ranges JSON instead of
+    /// calibrating (`--calib-cache`, see `cache_import.rs`).
+    pub calib_cache: Option<PathBuf>,
     /// Calibrate on one shard of the calibration files and stop (`--shard`).
     pub shard: Option<Shard>,
     /// At most this many files for calibration (after the held-out ones).
@@ -274,10 +277,18 @@ impl CompileOptions {
 
     /// Fails on option combinations that cannot work, before any work is done.
     pub fn validate(&self) -> Result<()> {
-        if self.int8 && self.calib_dir.is_none() && self.stats.is_empty() {
-            bail!("--int8 needs calibration data: pass --calib DIR (or saved --stats FILE)");
+        if self.int8
+            && self.calib_dir.is_none()
+            && self.stats.is_empty()
+            && self.calib_cache.is_none()
+        {
+            bail!(
+                "--int8 needs calibration data: pass --calib DIR (or saved --stats FILE, or a \
+                 TensorRT --calib-cache FILE)"
+            );
         }
         self.validate_statistics()?;
+        self.validate_cache()?;
         self.validate_equalize()?;
         if self.bias_correction == Some(true) && (!self.int8 || self.fp16) {
             bail!(
@@ -310,7 +321,11 @@ impl CompileOptions {
     /// describe the graph as it was, so builds that save, shard or reuse them do not).
     pub fn equalizes(&self) -> bool {
         self.equalize.unwrap_or(
-            self.method_search && self.int8 && self.calib_dir.is_some() && !self.keeps_statistics(),
+            self.method_search
+                && self.int8
+                && self.calib_dir.is_some()
+                && !self.keeps_statistics()
+                && self.calib_cache.is_none(),
         )
     }
 
@@ -325,6 +340,32 @@ impl CompileOptions {
             Some(forced) => (forced, forced),
             None => (self.method_search && self.int8, false),
         }
+    }
+
+    /// The checks of `--calib-cache`: it replaces calibration, so it goes with `--int8`
+    /// and nothing that calibrates or equalizes.
+    fn validate_cache(&self) -> Result<()> {
+        let Some(cache) = &self.calib_cache else {
+            return Ok(());
+        };
+        let cache = cache.display();
+        if !self.int8 {
+            bail!("--calib-cache {cache}: the cache gives INT8 ranges (add --int8)");
+        }
+        let conflicts = [
+            (!self.stats.is_empty(), "--stats"),
+            (self.save_stats.is_some(), "--save-stats"),
+            (self.shard.is_some(), "--shard"),
+            (self.equalize == Some(true), "--equalize"),
+            (self.per_tensor_ranges, "--calib-method per-tensor"),
+            (self.bias_correction == Some(true), "--bias-correction"),
+        ];
+        if let Some((_, flag)) = conflicts.iter().find(|(set, _)| *set) {
+            bail!(
+                "--calib-cache {cache} replaces calibration: {flag} does not apply to its ranges"
+            );
+        }
+        Ok(())
     }
 
     /// The checks of `--equalize`.
