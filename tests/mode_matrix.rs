@@ -105,19 +105,6 @@ fn every_mode(model: &Path, calib: &Path, held_out: &[PathBuf]) -> Vec<String> {
     lines
 }
 
-fn inputs(dir: &Path, shape: &str, n: usize, seed: u64) -> Vec<PathBuf> {
-    python(
-        "make_inputs.py",
-        &[
-            dir.to_str().unwrap(),
-            shape,
-            &n.to_string(),
-            &seed.to_string(),
-        ],
-    );
-    files_in(dir)
-}
-
 #[test]
 fn every_mode_on_every_light_model() {
     let Some(models) = light_models() else {
@@ -125,8 +112,8 @@ fn every_mode_on_every_light_model() {
     };
     let data = tempfile::tempdir().unwrap();
     let calib = data.path().join("calib");
-    inputs(&calib, "1x3x224x224", 3, 5);
-    let held_out = inputs(&data.path().join("held_out"), "1x3x224x224", 1, 6);
+    make_inputs(&calib, "1x3x224x224", 3, 5);
+    let held_out = make_inputs(&data.path().join("held_out"), "1x3x224x224", 1, 6);
     for model in models {
         for line in every_mode(&model, &calib, &held_out) {
             eprintln!("{line}");
@@ -150,8 +137,8 @@ fn every_mode_on_every_pp_ocr_model() {
         };
         let data = tempfile::tempdir().unwrap();
         let calib = data.path().join("calib");
-        inputs(&calib, shape, 6, 5);
-        let held_out = inputs(&data.path().join("held_out"), shape, 2, 6);
+        make_inputs(&calib, shape, 6, 5);
+        let held_out = make_inputs(&data.path().join("held_out"), shape, 2, 6);
         for line in every_mode(&model, &calib, &held_out) {
             eprintln!("{line}");
         }

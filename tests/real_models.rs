@@ -9,19 +9,6 @@ use common::*;
 use rtq_test_support::{light_models, python_package_path};
 use std::path::{Path, PathBuf};
 
-fn make_inputs(dir: &Path, shape: &str, n: usize, seed: u64) -> Vec<PathBuf> {
-    python(
-        "make_inputs.py",
-        &[
-            dir.to_str().unwrap(),
-            shape,
-            &n.to_string(),
-            &seed.to_string(),
-        ],
-    );
-    files_in(dir)
-}
-
 fn compare(candidate: &Path, reference: &Path, inputs: &[PathBuf]) -> serde_json::Value {
     let mut args: Vec<&Path> = vec![candidate, reference];
     args.extend(inputs.iter().map(|p| p.as_path()));

@@ -108,6 +108,21 @@ pub fn python_model(file_name: &str, script: &str) -> (tempfile::TempDir, PathBu
     (dir, model, calib)
 }
 
+/// `n` seeded image-like `.npy` samples of `shape` (e.g. `1x3x224x224`) written into
+/// `dir` by tests/python/make_inputs.py; every file in `dir`, sorted.
+pub fn make_inputs(dir: &Path, shape: &str, n: usize, seed: u64) -> Vec<PathBuf> {
+    python(
+        "make_inputs.py",
+        &[
+            dir.to_str().unwrap(),
+            shape,
+            &n.to_string(),
+            &seed.to_string(),
+        ],
+    );
+    files_in(dir)
+}
+
 /// Files in `dir`, sorted.
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
