@@ -1,6 +1,9 @@
 //! The concrete shapes a calibration sample gives the graph's values: INT8 placement
-//! reads symbolic dims from them (a MatMul whose rows are a `batch` of 1 in the data is a
-//! GEMV), as ModelOpt reads them from its calibration inference.
+//! reads symbolic dims from them (a MatMul whose rows are a batch of one is a GEMV), as
+//! ModelOpt reads them from its calibration inference. A symbolic first (batch) axis
+//! counts as 1 whatever the file holds, so the decision does not depend on how the
+//! samples are packed into files; the other dims (sequence lengths, image sizes) are
+//! the sample's.
 
 use super::Build;
 use rtq_calib::{CalibrationSet, InputSpec};
@@ -41,7 +44,17 @@ fn sample_shapes(
     }
     for (name, tensor) in &sample {
         let id = g.value_by_name(name)?;
-        g.value_mut(id).shape = Some(tensor.shape().iter().map(|&d| Dim::Known(d)).collect());
+        let declared = g.value(id).shape.clone().unwrap_or_default();
+        let shape = tensor
+            .shape()
+            .iter()
+            .enumerate()
+            .map(|(axis, &d)| match declared.get(axis) {
+                Some(Dim::Sym(_)) if axis == 0 => Dim::Known(1),
+                _ => Dim::Known(d),
+            })
+            .collect();
+        g.value_mut(id).shape = Some(shape);
     }
     rtq_passes::infer_shapes(&mut g).ok()?;
     Some(
