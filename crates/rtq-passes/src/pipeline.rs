@@ -69,6 +69,7 @@ mod tests {
                 "remove-identity",
                 "infer-shapes",
                 "constant-folding",
+                "fold-if",
                 "fold-batch-norm",
                 "fold-channel-affine",
                 "dead-code-elimination",
@@ -88,6 +89,7 @@ mod tests {
             vec![
                 "remove-identity",
                 "constant-folding",
+                "fold-if",
                 "fold-channel-affine",
                 "dead-code-elimination"
             ]
