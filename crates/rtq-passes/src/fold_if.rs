@@ -124,3 +124,72 @@ fn inline(graph: &mut Graph, id: NodeId) -> Result<bool, PassError> {
     }
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_ir::{Attr, DType, Dim, Subgraph, Tensor};
+    use std::sync::Arc;
+
+    /// A branch computing `op(x)` on the captured outer `x`.
+    fn branch(op: &str) -> Subgraph {
+        let mut b = Graph::new(op, 13);
+        let x = b.add_input("x", DType::F32, vec![Dim::Known(1), Dim::Known(4)]);
+        let y = b.add_value("y", None, None);
+        b.add_node("op", op, vec![Some(x)], vec![y], BTreeMap::new());
+        b.outputs.push(y);
+        b.captures = 1;
+        Subgraph(Arc::new(b))
+    }
+
+    /// `out = If(cond) { Relu(x) } else { Neg(x) }`, with `cond` a constant or an input.
+    fn graph(cond: Option<bool>) -> Graph {
+        let mut g = Graph::new("g", 13);
+        let x = g.add_input("x", DType::F32, vec![Dim::Known(1), Dim::Known(4)]);
+        let c = match cond {
+            Some(v) => g.add_constant(
+                "c",
+                Tensor::new(vec![], rtq_ir::TensorData::Bool(vec![v])).unwrap(),
+            ),
+            None => g.add_input("c", DType::Bool, vec![]),
+        };
+        let out = g.add_value("out", Some(DType::F32), None);
+        let attrs = BTreeMap::from([
+            ("then_branch".to_string(), Attr::Graph(branch("Relu"))),
+            ("else_branch".to_string(), Attr::Graph(branch("Neg"))),
+        ]);
+        g.add_node("if", "If", vec![Some(c), Some(x)], vec![out], attrs);
+        g.outputs.push(out);
+        g
+    }
+
+    fn ops(g: &Graph) -> Vec<String> {
+        let mut v: Vec<String> = g.nodes().map(|(_, n)| n.op_type.clone()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_constant_condition_inlines_the_branch_it_takes() {
+        for (cond, op) in [(true, "Relu"), (false, "Neg")] {
+            let mut g = graph(Some(cond));
+            assert!(FoldIf.run(&mut g).unwrap());
+            assert_eq!(ops(&g), vec!["Identity".to_string(), op.to_string()]);
+            rtq_ir::verify(&g).unwrap();
+            // The output keeps its value (and name); it reads the branch's op on `x`.
+            let out = g.outputs[0];
+            assert_eq!(g.value(out).name, "out");
+            let x = g.value_by_name("x").unwrap();
+            let (id, _) = g.nodes().find(|(_, n)| n.op_type == op).unwrap();
+            assert_eq!(g.node(id).inputs, vec![Some(x)]);
+            assert!(!FoldIf.run(&mut g).unwrap(), "nothing left to fold");
+        }
+    }
+
+    #[test]
+    fn a_runtime_condition_is_left_alone() {
+        let mut g = graph(None);
+        assert!(!FoldIf.run(&mut g).unwrap());
+        assert_eq!(ops(&g), vec!["If".to_string()]);
+    }
+}

@@ -169,3 +169,60 @@ pub(crate) fn scan(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
     }
     Ok(facts)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_ir::{Attr, Subgraph};
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    /// A branch reshaping the captured `x` ([2, 3]) to `shape`.
+    fn branch(shape: &[i64]) -> Subgraph {
+        let mut b = Graph::new("b", 13);
+        let x = b.add_input("x", DType::F32, vec![Dim::Known(2), Dim::Known(3)]);
+        let k = b.add_constant(
+            "k",
+            rtq_ir::Tensor::from_i64(vec![shape.len()], shape.to_vec()),
+        );
+        let y = b.add_value("y", None, None);
+        b.add_node(
+            "r",
+            "Reshape",
+            vec![Some(x), Some(k)],
+            vec![y],
+            BTreeMap::new(),
+        );
+        b.outputs.push(y);
+        b.captures = 1;
+        Subgraph(Arc::new(b))
+    }
+
+    fn if_output(then: &[i64], other: &[i64]) -> (Option<DType>, Option<Shape>) {
+        let mut g = Graph::new("g", 13);
+        let c = g.add_input("c", DType::Bool, vec![]);
+        let x = g.add_input("x", DType::F32, vec![Dim::Known(2), Dim::Known(3)]);
+        let out = g.add_value("out", None, None);
+        let attrs = BTreeMap::from([
+            ("then_branch".to_string(), Attr::Graph(branch(then))),
+            ("else_branch".to_string(), Attr::Graph(branch(other))),
+        ]);
+        g.add_node("if", "If", vec![Some(c), Some(x)], vec![out], attrs);
+        g.outputs.push(out);
+        crate::infer_shapes(&mut g).unwrap();
+        (g.value(out).dtype, g.value(out).shape.clone())
+    }
+
+    #[test]
+    fn if_outputs_keep_what_both_branches_agree_on() {
+        let (dtype, shape) = if_output(&[3, 2], &[3, 2]);
+        assert_eq!(dtype, Some(DType::F32));
+        assert_eq!(shape, Some(vec![Dim::Known(3), Dim::Known(2)]));
+        let (_, shape) = if_output(&[3, 2], &[6, 1]);
+        let shape = shape.unwrap();
+        assert_eq!(shape.len(), 2);
+        assert!(shape.iter().all(|d| d.known().is_none()), "{shape:?}");
+        let (_, shape) = if_output(&[6], &[3, 2]);
+        assert_eq!(shape, None, "different ranks: unknown");
+    }
+}
