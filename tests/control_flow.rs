@@ -229,3 +229,91 @@ print("ok")
         assert!(!out.exists(), "{name}: nothing written");
     }
 }
+
+#[test]
+fn silero_vad_builds_in_every_mode() {
+    // Silero VAD (from its PyPI wheel, downloaded by scripts/test.sh): a Conv + LSTM
+    // voice-activity model exported with If nodes around the 8 kHz / 16 kHz paths, and
+    // its If-less opset-18 export.
+    let wheel = root().join("target/test-wheels/silero_vad-6.2.3-py3-none-any.whl");
+    if skip_python() || !wheel.exists() {
+        eprintln!(
+            "{} not downloaded (scripts/test.sh does): skipped",
+            wheel.display()
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let calib = dir.path().join("calib");
+    python_inline(&format!(
+        r#"
+import os, zipfile, numpy as np
+z = zipfile.ZipFile(r"{wheel}")
+for name in ("silero_vad.onnx", "silero_vad_op18_ifless.onnx"):
+    open(os.path.join(r"{dir}", name), "wb").write(z.read("silero_vad/data/" + name))
+os.makedirs(r"{calib}")
+rng = np.random.default_rng(0)
+t = np.arange(512) / 16000
+for i in range(12):
+    x = rng.uniform(0.01, 0.5) * np.sin(2 * np.pi * rng.uniform(100, 3000) * t) + rng.normal(0, 0.02, 512) * (i % 3)
+    state = rng.normal(0, 0.3, (2, 1, 128)) * (i % 2)
+    np.savez(os.path.join(r"{calib}", "s%02d.npz" % i), input=x[None].astype(np.float32),
+             state=state.astype(np.float32), sr=np.array(16000, np.int64))
+"#,
+        wheel = wheel.display(),
+        dir = dir.path().display(),
+        calib = calib.display()
+    ));
+    for model in ["silero_vad", "silero_vad_op18_ifless"] {
+        let source = dir.path().join(format!("{model}.onnx"));
+        for mode in [
+            &[][..],
+            &["--fp16"][..],
+            &["--int8"][..],
+            &["--int8", "--fp16"][..],
+        ] {
+            let out = dir.path().join(format!("{model}{}", mode.join("")));
+            let mut args = mode.to_vec();
+            args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
+            compile_ok(&source, &out, &args);
+            let built = files_in(&out)
+                .into_iter()
+                .find(|p| p.extension().is_some_and(|x| x == "onnx"))
+                .unwrap();
+            let worst = python_inline(&format!(
+                r#"
+import glob, numpy as np, onnx, onnxruntime as ort
+onnx.checker.check_model(onnx.load(r"{built}"), full_check=True)
+a = ort.InferenceSession(r"{source}", providers=["CPUExecutionProvider"])
+b = ort.InferenceSession(r"{built}", providers=["CPUExecutionProvider"])
+names = [i.name for i in a.get_inputs()]
+worst = 0.0
+for f in sorted(glob.glob(r"{calib}/*.npz")):
+    feeds = {{k: v for k, v in np.load(f).items() if k in names}}
+    prob_a, prob_b = a.run(["output"], feeds)[0], b.run(["output"], feeds)[0]
+    worst = max(worst, float(np.max(np.abs(prob_a - prob_b))))
+print(worst)
+"#,
+                built = built.display(),
+                source = source.display(),
+                calib = calib.display()
+            ));
+            let worst: f64 = worst.trim().parse().unwrap();
+            // The speech probability; bodies run FP32, so what changes is outside them.
+            assert!(
+                worst < 0.05,
+                "{model} {mode:?}: speech probability off by {worst}"
+            );
+            if mode.contains(&"--int8") && model == "silero_vad" {
+                let report: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap())
+                        .unwrap();
+                let warnings = report["warnings"].to_string();
+                assert!(
+                    warnings.contains("inside If/Loop/Scan bodies"),
+                    "{warnings}"
+                );
+            }
+        }
+    }
+}

@@ -65,6 +65,14 @@ impl Build<'_> {
                 skipped: summary.skipped.clone(),
             });
             self.report.precision = "int8".into();
+            let in_bodies = weighted_ops_in_bodies(&optimized.graph);
+            if in_bodies > 0 {
+                self.report.warnings.push(format!(
+                    "{in_bodies} Conv/ConvTranspose/Gemm/MatMul node(s) are inside If/Loop/Scan \
+                     bodies, which rtq keeps in float ({} node(s) quantized outside them)",
+                    summary.quantized_nodes
+                ));
+            }
         }
         if let Some(summary) = fp16.as_ref().and_then(Fp16Pass::summary) {
             self.report.passes["fp16"] = serde_json::to_value(summary)?;
@@ -118,4 +126,25 @@ fn int8_mac_share(graph: &Graph, plan: &rtq_passes::quant::Int8Plan) -> Option<f
         }
     }
     (total > 0).then(|| int8 as f64 / total as f64)
+}
+
+/// Weighted ops (the ones INT8 quantizes) inside the control-flow bodies of `graph`, at
+/// any depth.
+fn weighted_ops_in_bodies(graph: &rtq_ir::Graph) -> usize {
+    fn count(graph: &rtq_ir::Graph, inside: bool) -> usize {
+        graph
+            .nodes()
+            .map(|(_, n)| {
+                let own = usize::from(
+                    inside
+                        && matches!(
+                            n.op_type.as_str(),
+                            "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
+                        ),
+                );
+                own + n.subgraphs().map(|(_, b)| count(b, true)).sum::<usize>()
+            })
+            .sum()
+    }
+    count(graph, false)
 }

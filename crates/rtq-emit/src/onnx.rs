@@ -146,6 +146,14 @@ fn graph_proto(
             }
             attrs.push(attribute_proto(name, attr));
         }
+        if node.op_type == "Split" && opset >= 18 && node.input(1).is_none() {
+            // Opset 18 needs the count of an even split spelled out (the IR's opset-13
+            // form takes it from the outputs).
+            attrs.push(attribute_proto(
+                "num_outputs",
+                &Attr::Int(node.outputs.len() as i64),
+            ));
+        }
         // Captured constants too: the body reads them by name.
         for v in node.inputs.iter().flatten() {
             if graph.value(*v).constant.is_some() && emitted_consts.insert(*v) {

@@ -88,12 +88,14 @@ struct Scope<'a> {
 impl Scope<'_> {
     /// The type and shape of the outer value `name`, if one is visible.
     fn lookup(&self, name: &str) -> Option<(Option<DType>, Option<Shape>)> {
+        self.value(name).map(|v| (v.dtype, v.shape.clone()))
+    }
+
+    /// The outer value `name`, if one is visible.
+    fn value(&self, name: &str) -> Option<&rtq_ir::Value> {
         match self.by_name.get(name) {
-            Some(&id) => {
-                let v = self.graph.value(id);
-                Some((v.dtype, v.shape.clone()))
-            }
-            None => self.parent?.lookup(name),
+            Some(&id) => Some(self.graph.value(id)),
+            None => self.parent?.value(name),
         }
     }
 }
@@ -218,7 +220,16 @@ fn import_graph(
         if let Some(&id) = by_name.get(name) {
             return Some(id);
         }
-        let (dtype, shape) = scope?.lookup(name)?;
+        let outer = scope?.value(name)?;
+        if let Some(t) = &outer.constant {
+            // An outer constant (an initializer, a folded Constant node) becomes a
+            // constant of the body: rules that need constant inputs (axes, shapes,
+            // weights) see it, and nothing is captured.
+            let id = graph.add_constant(name, (**t).clone());
+            by_name.insert(name.to_string(), id);
+            return Some(id);
+        }
+        let (dtype, shape) = (outer.dtype, outer.shape.clone());
         let id = graph.add_value(name, dtype, shape);
         graph.inputs.push(id);
         by_name.insert(name.to_string(), id);
