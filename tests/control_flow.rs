@@ -3,7 +3,8 @@
 //! rtq's executor computes what onnxruntime computes; every mode builds a model that
 //! passes onnx.checker's full check and runs in onnxruntime close to FP32, with the
 //! weighted ops around the control flow quantized; an If whose condition is a
-//! constant is folded into the branch it takes.
+//! constant is folded into the branch it takes; onnx's own node tests of the three ops
+//! pass; Silero VAD (a real If + LSTM model from its PyPI wheel) builds in every mode.
 //! Needs requirements-test.txt; `RTQ_SKIP_PYTHON_TESTS=1` skips.
 
 mod common;
