@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use rtq_calib::RangeStats;
 use rtq_emit::QuantSummary;
 use rtq_ir::{Graph, ValueId};
-use rtq_passes::quant::{Fp16Options, Fp16Pass, Int8QdqPass};
+use rtq_passes::quant::{Fp16Options, Fp16Pass, Int8QdqPass, INT8_WEIGHTED_OPS};
 use rtq_passes::{InferShapes, Pass};
 
 /// The model in its target precision, with the FP32 reference it came from.
@@ -135,13 +135,7 @@ fn weighted_ops_in_bodies(graph: &rtq_ir::Graph) -> usize {
         graph
             .nodes()
             .map(|(_, n)| {
-                let own = usize::from(
-                    inside
-                        && matches!(
-                            n.op_type.as_str(),
-                            "Conv" | "ConvTranspose" | "Gemm" | "MatMul"
-                        ),
-                );
+                let own = usize::from(inside && INT8_WEIGHTED_OPS.contains(&n.op_type.as_str()));
                 own + n.subgraphs().map(|(_, b)| count(b, true)).sum::<usize>()
             })
             .sum()

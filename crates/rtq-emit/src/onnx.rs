@@ -1,7 +1,7 @@
 //! IR -> ONNX `ModelProto`.
 
 use crate::{write_atomic, EmitError};
-use rtq_ir::{reduce_axes_is_input, Attr, Dim, Graph, Tensor, ValueId};
+use rtq_ir::{reduce_axes_is_input, unique_name, Attr, Dim, Graph, Tensor, ValueId};
 use rtq_onnx_proto::{
     attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, GraphProto,
     Message, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto, TensorProto,
@@ -86,29 +86,22 @@ fn graph_proto(
     let mut emitted_consts: HashSet<ValueId> = HashSet::new();
     let mut extra_names: HashSet<String> = HashSet::new();
     let mut fresh = |base: &str, graph: &Graph| {
-        let mut name = base.to_string();
-        let mut i = 1;
-        while graph.value_by_name(&name).is_some()
-            || extra_names.contains(&name)
-            || outer.contains(&name)
-        {
-            name = format!("{base}_{i}");
-            i += 1;
-        }
+        let name = unique_name(base, |n| {
+            graph.value_by_name(n).is_some() || extra_names.contains(n) || outer.contains(n)
+        });
         extra_names.insert(name.clone());
         name
     };
     // Names visible to nested bodies: the enclosing graphs' and this one's.
     let mut scope: Option<HashSet<String>> = None;
-    let declared_inputs = graph.inputs.len() - graph.captures.min(graph.inputs.len());
-    for &input in &graph.inputs[..declared_inputs] {
+    for &input in graph.declared_inputs() {
         gp.input
             .push(interface_info(graph, input, outer.is_empty())?);
     }
     for id in order {
         let node = graph.node(id);
-        let explicit = node.inputs.len() - node.captured_inputs().min(node.inputs.len());
-        let mut inputs: Vec<String> = node.inputs[..explicit]
+        let mut inputs: Vec<String> = node
+            .declared_inputs()
             .iter()
             .map(|i| i.map_or(String::new(), |v| graph.value(v).name.clone()))
             .collect();
@@ -130,7 +123,8 @@ fn graph_proto(
                     names.extend(graph.values().map(|(_, v)| v.name.clone()));
                     names
                 });
-                let captured: Vec<String> = node.inputs[explicit..]
+                let captured: Vec<String> = node
+                    .captured_inputs()
                     .iter()
                     .map(|v| v.map_or(String::new(), |v| graph.value(v).name.clone()))
                     .collect();
@@ -190,21 +184,21 @@ fn graph_proto(
     }
     for &out in &graph.outputs {
         let value = graph.value(out);
-        let passthrough = value.constant.is_some() || graph.inputs.contains(&out);
-        if passthrough && (value.constant.is_some() || !outer.is_empty()) {
-            // ONNX outputs must be produced by nodes: a folded output (or a body output
-            // that is one of its inputs) gets an Identity.
-            let source = if let Some(tensor) = &value.constant {
-                let cname = fresh(&format!("{}__const", value.name), graph);
-                gp.initializer.push(tensor_proto(&cname, tensor));
-                cname
-            } else {
-                value.name.clone()
-            };
-            let output = if value.constant.is_some() {
-                value.name.clone()
-            } else {
-                fresh(&format!("{}__out", value.name), graph)
+        let body_input = !outer.is_empty() && graph.inputs.contains(&out);
+        if value.constant.is_some() || body_input {
+            // ONNX outputs must be produced by nodes: a folded output gets an Identity
+            // from a new initializer, a body output that is one of its inputs an
+            // Identity to a new name.
+            let (source, output) = match &value.constant {
+                Some(tensor) => {
+                    let cname = fresh(&format!("{}__const", value.name), graph);
+                    gp.initializer.push(tensor_proto(&cname, tensor));
+                    (cname, value.name.clone())
+                }
+                None => (
+                    value.name.clone(),
+                    fresh(&format!("{}__out", value.name), graph),
+                ),
             };
             gp.node.push(NodeProto {
                 name: Some(fresh(&format!("{}__identity", value.name), graph)),
@@ -233,8 +227,7 @@ fn renamed_body(
     outer: &HashSet<String>,
 ) -> Result<Graph, EmitError> {
     let mut g: Graph = (*body.0).clone();
-    let first = g.inputs.len() - g.captures.min(g.inputs.len());
-    let captures: Vec<ValueId> = g.inputs[first..].to_vec();
+    let captures: Vec<ValueId> = g.captured_inputs().to_vec();
     if captures.len() != captured.len() {
         return Err(EmitError::Graph(format!(
             "body `{}` captures {} values but its node passes {}",
@@ -252,12 +245,7 @@ fn renamed_body(
         .collect();
     for id in clashing {
         let base = format!("{}_{}", g.name, g.value(id).name);
-        let mut name = base.clone();
-        let mut i = 1;
-        while outer.contains(&name) || g.value_by_name(&name).is_some() {
-            name = format!("{base}_{i}");
-            i += 1;
-        }
+        let name = unique_name(&base, |n| outer.contains(n) || g.value_by_name(n).is_some());
         g.rename_value(id, &name).map_err(err)?;
     }
     for (&id, name) in captures.iter().zip(captured) {

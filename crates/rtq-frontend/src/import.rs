@@ -5,7 +5,7 @@ use crate::registry::{lookup, SUPPORTED_OPSETS};
 use crate::tensor::tensor_from_proto;
 use crate::types::value_info_type;
 use crate::FrontendError;
-use rtq_ir::{Attr, DType, Graph, Shape, Subgraph, ValueId};
+use rtq_ir::{Attr, Graph, Subgraph, ValueId};
 use rtq_onnx_proto::{AttributeProto, GraphProto, ModelProto, NodeProto};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -86,11 +86,6 @@ struct Scope<'a> {
 }
 
 impl Scope<'_> {
-    /// The type and shape of the outer value `name`, if one is visible.
-    fn lookup(&self, name: &str) -> Option<(Option<DType>, Option<Shape>)> {
-        self.value(name).map(|v| (v.dtype, v.shape.clone()))
-    }
-
     /// The outer value `name`, if one is visible.
     fn value(&self, name: &str) -> Option<&rtq_ir::Value> {
         match self.by_name.get(name) {
@@ -300,7 +295,8 @@ fn import_graph(
                             )
                         },
                     )?;
-                    let names = body.inputs[body.inputs.len() - body.captures..]
+                    let names = body
+                        .captured_inputs()
                         .iter()
                         .map(|&v| body.value(v).name.clone())
                         .collect();
@@ -330,20 +326,20 @@ fn import_graph(
                     }
                 }
             }
+            let outer: Vec<ValueId> = union
+                .iter()
+                .map(|n| resolve(graph, &mut by_name, n).expect("a body's capture is visible"))
+                .collect();
             for (attr, mut body, names) in bodies {
-                let first = body.inputs.len() - body.captures;
-                let mut aligned = body.inputs[..first].to_vec();
-                for n in &union {
+                let first = body.declared_inputs().len();
+                let mut aligned = body.declared_inputs().to_vec();
+                for (n, &v) in union.iter().zip(&outer) {
                     match names.iter().position(|m| m == n) {
                         Some(i) => aligned.push(body.inputs[first + i]),
+                        // Read by another body of the node only: an unused input here.
                         None => {
-                            let (dtype, shape) = Scope {
-                                graph,
-                                by_name: &by_name,
-                                parent: scope,
-                            }
-                            .lookup(n)
-                            .unwrap_or((None, None));
+                            let (dtype, shape) =
+                                (graph.value(v).dtype, graph.value(v).shape.clone());
                             aligned.push(body.add_value(n, dtype, shape));
                         }
                     }
@@ -352,10 +348,7 @@ fn import_graph(
                 body.captures = union.len();
                 attrs.insert(attr, Attr::Graph(Subgraph(Arc::new(body))));
             }
-            for n in &union {
-                let id = resolve(graph, &mut by_name, n).expect("a body's capture is visible");
-                inputs.push(Some(id));
-            }
+            inputs.extend(outer.into_iter().map(Some));
         }
         if op == "Constant" {
             let out = *outs

@@ -65,10 +65,20 @@ impl Node {
             .filter_map(|(k, a)| a.as_graph().map(|g| (k.as_str(), g)))
     }
 
-    /// How many trailing inputs are the outer values its bodies capture (the same for
+    /// The inputs the op defines: all but the trailing ones its bodies capture.
+    pub fn declared_inputs(&self) -> &[Option<ValueId>] {
+        &self.inputs[..self.inputs.len() - self.capture_count()]
+    }
+
+    /// The trailing inputs that are the outer values its bodies capture (the same for
     /// every body of the node).
-    pub fn captured_inputs(&self) -> usize {
-        self.subgraphs().map(|(_, g)| g.captures).max().unwrap_or(0)
+    pub fn captured_inputs(&self) -> &[Option<ValueId>] {
+        &self.inputs[self.inputs.len() - self.capture_count()..]
+    }
+
+    fn capture_count(&self) -> usize {
+        let captures = self.subgraphs().map(|(_, g)| g.captures).max().unwrap_or(0);
+        captures.min(self.inputs.len())
     }
 
     /// The attribute `name`, if set.
@@ -131,6 +141,16 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// The inputs fed at run time: all but a body's trailing captured ones.
+    pub fn declared_inputs(&self) -> &[ValueId] {
+        &self.inputs[..self.inputs.len() - self.captures.min(self.inputs.len())]
+    }
+
+    /// A control-flow body's trailing inputs standing for the outer values it reads.
+    pub fn captured_inputs(&self) -> &[ValueId] {
+        &self.inputs[self.inputs.len() - self.captures.min(self.inputs.len())..]
+    }
+
     /// An empty graph following default-domain opset `opset`.
     pub fn new(name: impl Into<String>, opset: i64) -> Graph {
         Graph {
@@ -356,12 +376,12 @@ impl Graph {
 
     /// A value name not yet used in the graph, equal to `base` when that is free.
     pub fn fresh_value_name(&self, base: &str) -> String {
-        fresh(base, |n| self.names.contains_key(n))
+        unique_name(base, |n| self.names.contains_key(n))
     }
 
     /// A node name not yet used in the graph, equal to `base` when that is free.
     pub fn fresh_node_name(&self, base: &str) -> String {
-        fresh(base, |n| self.node_names.contains(n))
+        unique_name(base, |n| self.node_names.contains(n))
     }
 
     /// A free value (or node) name for `base`, resuming the suffix search where the
@@ -401,7 +421,8 @@ impl Graph {
     }
 }
 
-fn fresh(base: &str, taken: impl Fn(&str) -> bool) -> String {
+/// `base`, or the first of `base_1`, `base_2`, ... that `taken` does not claim.
+pub fn unique_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
     if !taken(base) {
         return base.to_string();
     }

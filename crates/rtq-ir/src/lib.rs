@@ -23,7 +23,7 @@ pub use dim::{format_shape, known_shape, Dim, Shape};
 pub use dtype::DType;
 pub use dump::dump;
 pub use error::IrError;
-pub use graph::{Graph, Node, NodeId, Value, ValueId};
+pub use graph::{unique_name, Graph, Node, NodeId, Value, ValueId};
 pub use quant::{QuantGrid, QuantParams, ScaleFormat};
 pub use reduce_axes::{reduce_axes_is_input, REDUCE_AXES_INPUT_SINCE};
 pub use tensor::{Tensor, TensorData};

@@ -56,15 +56,15 @@ fn inline(graph: &mut Graph, id: NodeId) -> Result<bool, PassError> {
         op: node.op_type.clone(),
         reason,
     };
-    if body.outputs.len() < node.outputs.len() || body.inputs.len() != body.captures {
+    if body.outputs.len() < node.outputs.len() || !body.declared_inputs().is_empty() {
         return Err(invalid(format!(
             "branch `{}` has {} outputs and {} declared inputs",
             body.name,
             body.outputs.len(),
-            body.inputs.len() - body.captures
+            body.declared_inputs().len()
         )));
     }
-    let captured = &node.inputs[node.inputs.len() - body.captures..];
+    let captured = node.captured_inputs();
     let mut map: HashMap<ValueId, ValueId> = HashMap::new();
     for (&inner, outer) in body.inputs.iter().zip(captured) {
         let outer = outer.ok_or_else(|| invalid("a captured input is missing".into()))?;

@@ -20,7 +20,7 @@
 //! which activations need calibration ranges), [`apply_int8`] rewrites the graph.
 
 use super::placement::{
-    fusible_backbone, gemv_reason, long_attention_reason, shared_scale_groups, WEIGHTED,
+    fusible_backbone, gemv_reason, long_attention_reason, shared_scale_groups, INT8_WEIGHTED_OPS,
 };
 use super::weights::quantize_per_channel;
 use super::{NodeFilter, QuantError, ScaleFormat};
@@ -184,7 +184,7 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
     for &id in &order {
         let node = graph.node(id);
         let op = node.op_type.as_str();
-        let candidate = WEIGHTED.contains(&op)
+        let candidate = INT8_WEIGHTED_OPS.contains(&op)
             || (op == "Add" && opts.residual_add)
             || opts.extra_ops.iter().any(|o| o == op);
         if !candidate {

@@ -7,7 +7,7 @@ use rtq_ir::{Dim, Graph, NodeId, ValueId};
 use std::collections::HashMap;
 
 /// Ops whose inputs are quantized and whose epilogue TensorRT fuses.
-pub(super) const WEIGHTED: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
+pub const INT8_WEIGHTED_OPS: &[&str] = &["Conv", "ConvTranspose", "Gemm", "MatMul"];
 
 /// Longest epilogue chain looked through (bias, scale, batch norm, activation).
 const MAX_EPILOGUE: usize = 4;
@@ -16,10 +16,22 @@ const MAX_EPILOGUE: usize = 4;
 /// TensorRT's fused INT8 attention kernels stop at 512 (ModelOpt's INT8 rule).
 pub const INT8_ATTENTION_MAX_KEYS: usize = 512;
 
-/// Whether `v` is a constant (or a constant behind a DequantizeLinear, as in a model
-/// quantized before).
+/// Whether `v` is a constant.
 fn is_constant(graph: &Graph, v: ValueId) -> bool {
     graph.constant(v).is_some()
+}
+
+/// Whether `v` is a constant weight: a constant, or one behind a DequantizeLinear (a
+/// model quantized before).
+fn is_constant_weight(graph: &Graph, v: ValueId) -> bool {
+    is_constant(graph, v)
+        || producer(graph, v).is_some_and(|(dq, op)| {
+            op == "DequantizeLinear"
+                && graph
+                    .node(dq)
+                    .input(0)
+                    .is_some_and(|q| is_constant(graph, q))
+        })
 }
 
 /// The node that `v` comes out of, with its op type.
@@ -34,24 +46,15 @@ fn producer(graph: &Graph, v: ValueId) -> Option<(NodeId, &str)> {
 /// counts: an attention MatMul followed by a scale is not a residual branch.
 pub(super) fn fusible_backbone(graph: &Graph, v: ValueId) -> Option<NodeId> {
     let (node, op) = producer(graph, v)?;
-    if WEIGHTED.contains(&op) {
+    if INT8_WEIGHTED_OPS.contains(&op) {
         return Some(node);
     }
     let mut v = v;
     for _ in 0..MAX_EPILOGUE {
         let (node, op) = producer(graph, v)?;
         let n = graph.node(node);
-        if WEIGHTED.contains(&op) {
-            let weight = n.input(1)?;
-            let constant_weight = is_constant(graph, weight)
-                || producer(graph, weight).is_some_and(|(dq, op)| {
-                    op == "DequantizeLinear"
-                        && graph
-                            .node(dq)
-                            .input(0)
-                            .is_some_and(|q| is_constant(graph, q))
-                });
-            return constant_weight.then_some(node);
+        if INT8_WEIGHTED_OPS.contains(&op) {
+            return is_constant_weight(graph, n.input(1)?).then_some(node);
         }
         v = match op {
             "BatchNormalization" | "Relu" => n.input(0)?,

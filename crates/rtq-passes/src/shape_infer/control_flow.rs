@@ -3,7 +3,7 @@
 //! dims from the body become unknown in the outer graph (a body's symbols are its own).
 
 use super::ctx::{Fact, NodeCtx};
-use super::dims::unknown;
+use super::dims::{same, unknown};
 use crate::PassError;
 use rtq_ir::{DType, Dim, Graph, Shape};
 
@@ -55,13 +55,7 @@ fn merge(a: Option<&Fact>, b: Option<&Fact>) -> Fact {
         (Some(x), Some(y)) if x.len() == y.len() => Some(
             x.iter()
                 .zip(y)
-                .map(|(p, q)| {
-                    if p == q && !matches!(p, Dim::Sym(s) if s == "?") {
-                        p.clone()
-                    } else {
-                        unknown()
-                    }
-                })
+                .map(|(p, q)| if same(p, q) { p.clone() } else { unknown() })
                 .collect(),
         ),
         _ => None,
@@ -80,7 +74,7 @@ fn input_fact(ctx: &NodeCtx<'_>, slot: usize) -> Option<Fact> {
 /// Facts for the node's captured inputs (its trailing ones).
 fn captured(ctx: &NodeCtx<'_>) -> Vec<Option<Fact>> {
     let n = ctx.num_inputs();
-    (n - ctx.node.captured_inputs().min(n)..n)
+    (ctx.node.declared_inputs().len()..n)
         .map(|slot| input_fact(ctx, slot))
         .collect()
 }
@@ -97,7 +91,7 @@ pub(crate) fn if_(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
 /// `Loop`: the final loop-carried values (the type of their initial values, the dims
 /// every iteration keeps), then each scan output stacked along a new first axis.
 pub(crate) fn loop_(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
-    let own = ctx.num_inputs() - ctx.node.captured_inputs().min(ctx.num_inputs());
+    let own = ctx.node.declared_inputs().len();
     let carried = own.saturating_sub(2);
     let mut feed = vec![
         Some(Fact::shaped(Some(DType::I64), vec![])),
@@ -123,7 +117,7 @@ pub(crate) fn loop_(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
 /// `Scan`: the final states, then each scan output stacked along its axis (as long as
 /// the scan inputs).
 pub(crate) fn scan(ctx: &NodeCtx<'_>) -> Result<Vec<Fact>, PassError> {
-    let own = ctx.num_inputs() - ctx.node.captured_inputs().min(ctx.num_inputs());
+    let own = ctx.node.declared_inputs().len();
     let m = usize::try_from(ctx.attr_int("num_scan_inputs", 0))
         .unwrap_or(0)
         .min(own);
