@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 /// A node's memo slot: filled by its kernel on the first run, read on later ones.
 ///
 /// A plan hands a memo to a kernel only when every input but the first is a constant
-/// of the plan, so whatever the kernel derives from those inputs stays valid.
+/// of the plan, so whatever the kernel derives from those inputs stays valid, or when
+/// the node has control-flow bodies, whose plans are what its kernel keeps there.
 pub(crate) type Memo = OnceLock<Box<dyn Any + Send + Sync>>;
 
 /// A value derived from a node's constant inputs: shared from the plan's memo, or

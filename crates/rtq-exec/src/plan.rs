@@ -28,7 +28,8 @@ struct Step {
     /// Work the kernel derives from constant inputs, kept across runs; offered only
     /// when `memo_ok`.
     memo: Memo,
-    /// Whether every input but the first is a plan constant (or omitted).
+    /// Whether every input but the first is a plan constant (or omitted), or the node
+    /// has bodies.
     memo_ok: bool,
 }
 
@@ -162,10 +163,13 @@ impl Plan {
                 .iter()
                 .map(|&o| new_slot(o, &mut slot_of, &mut slot_values))
                 .collect();
-            let memo_ok = srcs
-                .iter()
-                .skip(1)
-                .all(|s| matches!(s, None | Some(Source::Const(_))));
+            // Control flow keeps its bodies' plans there, which depend on the bodies
+            // alone.
+            let memo_ok = node.subgraphs().next().is_some()
+                || srcs
+                    .iter()
+                    .skip(1)
+                    .all(|s| matches!(s, None | Some(Source::Const(_))));
             steps.push(Step {
                 node: node.clone(),
                 kernel,

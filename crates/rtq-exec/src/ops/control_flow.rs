@@ -3,6 +3,7 @@
 //! are the node's trailing inputs, fed to it unchanged on every run.
 
 use crate::ctx::OpCtx;
+use crate::memo::{derived, Derived};
 use crate::registry::Kernel;
 use crate::{eval_node, ExecError, Plan};
 use rtq_ir::{Attr, Node, Subgraph, Tensor, TensorData};
@@ -17,22 +18,42 @@ fn body<'a>(ctx: &OpCtx<'a>, attr: &str) -> Result<&'a Subgraph, ExecError> {
         .ok_or_else(|| ctx.err(format!("has no `{attr}` body")))
 }
 
-/// A body ready to run: its plan and the names its inputs are fed by.
-struct Body<'a> {
-    graph: &'a Subgraph,
-    plan: Plan,
+/// The plans of a node's bodies by attribute name (`Err`: why one could not be
+/// planned). They depend on the bodies alone, so a plan builds them once per node and
+/// keeps them in the node's memo.
+struct BodyPlans(BTreeMap<String, Result<Plan, String>>);
+
+fn body_plans<'a>(ctx: &OpCtx<'a>) -> Derived<'a, BodyPlans> {
+    derived(ctx.memo(), || {
+        BodyPlans(
+            ctx.node
+                .subgraphs()
+                .map(|(attr, g)| (attr.to_string(), Plan::new(g).map_err(|e| e.to_string())))
+                .collect(),
+        )
+    })
 }
 
-impl<'a> Body<'a> {
-    fn new(ctx: &OpCtx<'a>, attr: &str) -> Result<Body<'a>, ExecError> {
+/// A body ready to run: its graph (whose input names it is fed by) and its plan.
+struct Body<'a, 'p> {
+    graph: &'a Subgraph,
+    plan: &'p Plan,
+}
+
+impl<'a, 'p> Body<'a, 'p> {
+    fn new(ctx: &OpCtx<'a>, plans: &'p BodyPlans, attr: &str) -> Result<Body<'a, 'p>, ExecError> {
         let graph = body(ctx, attr)?;
-        let plan = Plan::new(graph).map_err(|e| ctx.err(format!("`{attr}` body: {e}")))?;
+        let plan = match plans.0.get(attr) {
+            Some(Ok(plan)) => plan,
+            Some(Err(e)) => return Err(ctx.err(format!("`{attr}` body: {e}"))),
+            None => return Err(ctx.err(format!("has no `{attr}` body"))),
+        };
         Ok(Body { graph, plan })
     }
 
     /// Inputs the op defines (before the captures).
     fn declared_inputs(&self) -> usize {
-        self.graph.inputs.len() - self.graph.captures
+        self.graph.declared_inputs().len()
     }
 
     /// Runs the body on `declared` inputs followed by `captured` ones.
@@ -67,13 +88,11 @@ impl<'a> Body<'a> {
 }
 
 /// The node inputs the op itself defines, and the captured ones after them.
-fn split_inputs<'a>(
-    ctx: &OpCtx<'a>,
-    captures: usize,
-) -> (Vec<Option<&'a Tensor>>, Vec<Option<&'a Tensor>>) {
-    let n = ctx.node.inputs.len();
-    let all: Vec<Option<&Tensor>> = (0..n).map(|i| ctx.opt_input(i)).collect();
-    let first = n.saturating_sub(captures);
+fn split_inputs<'a>(ctx: &OpCtx<'a>) -> (Vec<Option<&'a Tensor>>, Vec<Option<&'a Tensor>>) {
+    let all: Vec<Option<&Tensor>> = (0..ctx.node.inputs.len())
+        .map(|i| ctx.opt_input(i))
+        .collect();
+    let first = ctx.node.declared_inputs().len();
     (all[..first].to_vec(), all[first..].to_vec())
 }
 
@@ -94,8 +113,9 @@ fn if_op(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     } else {
         "else_branch"
     };
-    let body = Body::new(ctx, branch)?;
-    let (_, captured) = split_inputs(ctx, body.graph.captures);
+    let plans = body_plans(ctx);
+    let body = Body::new(ctx, &plans, branch)?;
+    let (_, captured) = split_inputs(ctx);
     body.run(ctx, Vec::new(), &captured)
 }
 
@@ -154,8 +174,9 @@ fn stack(
 }
 
 fn loop_op(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
-    let body = Body::new(ctx, "body")?;
-    let (own, captured) = split_inputs(ctx, body.graph.captures);
+    let plans = body_plans(ctx);
+    let body = Body::new(ctx, &plans, "body")?;
+    let (own, captured) = split_inputs(ctx);
     let max_trips = match own.first().copied().flatten() {
         Some(m) if m.len() == 1 => Some(m.data().get_i64(0).max(0)),
         Some(m) => return Err(ctx.err(format!("M must hold one value, got shape {:?}", m.shape()))),
@@ -211,8 +232,9 @@ fn loop_op(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 }
 
 fn scan(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
-    let body = Body::new(ctx, "body")?;
-    let (own, captured) = split_inputs(ctx, body.graph.captures);
+    let plans = body_plans(ctx);
+    let body = Body::new(ctx, &plans, "body")?;
+    let (own, captured) = split_inputs(ctx);
     let m = usize::try_from(ctx.attr_int("num_scan_inputs", 0)?)
         .map_err(|_| ctx.err("num_scan_inputs must be positive"))?;
     let n = own
