@@ -137,27 +137,30 @@ impl Build<'_> {
                 plan: None,
             }));
         }
-        if let (Some(set), Some(&first)) = (&set, calib_files.first()) {
+        if let (true, Some(set), Some(&first)) = (precision.is_int8(), &set, calib_files.first()) {
             self.note_sample_shapes(graph, set, first);
         }
-        let mut plan = if precision.is_int8() {
-            Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
-        } else {
-            None
-        };
-        let (method, mut result) = if let Some(cache) = &opts.calib_cache {
+        let (plan, method, mut result) = if let Some(cache) = &opts.calib_cache {
+            // The cache's coverage decides the plan (validated: cache builds are INT8).
             let (ranges, covered) = self.imported_ranges(graph, cache)?;
-            plan = Some(covered);
             let result = CalibrationResult::from_ranges(ranges);
-            (opts.calib_method, result)
-        } else if opts.stats.is_empty() {
-            let set = set.as_ref().expect("checked above");
-            self.observe(graph, set, &calib_files)?
+            (Some(covered), opts.calib_method, result)
         } else {
-            let targets = float_activations(graph);
-            let split = set.as_ref().map(|s| (s, &calib_files[..], &held_out[..]));
-            let method = opts.calib_method;
-            (method, self.load_stats(graph, &targets, method, split)?)
+            let plan = if precision.is_int8() {
+                Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
+            } else {
+                None
+            };
+            let (method, result) = if opts.stats.is_empty() {
+                let set = set.as_ref().expect("checked above");
+                self.observe(graph, set, &calib_files)?
+            } else {
+                let targets = float_activations(graph);
+                let split = set.as_ref().map(|s| (s, &calib_files[..], &held_out[..]));
+                let method = opts.calib_method;
+                (method, self.load_stats(graph, &targets, method, split)?)
+            };
+            (plan, method, result)
         };
         let method = if opts.calib_cache.is_some() {
             RangeSource::Imported
