@@ -107,10 +107,7 @@ fn every_mode_builds_control_flow_models() {
             let mut args = mode.to_vec();
             args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
             compile_ok(&model, &out, &args);
-            let built = files_in(&out)
-                .into_iter()
-                .find(|p| p.extension().is_some_and(|x| x == "onnx"))
-                .unwrap();
+            let built = built_model(&out);
             let mut check: Vec<&Path> = vec![&built, &model];
             check.extend(held_out.iter().map(PathBuf::as_path));
             let c: serde_json::Value =
@@ -277,10 +274,7 @@ for i in range(12):
             let mut args = mode.to_vec();
             args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
             compile_ok(&source, &out, &args);
-            let built = files_in(&out)
-                .into_iter()
-                .find(|p| p.extension().is_some_and(|x| x == "onnx"))
-                .unwrap();
+            let built = built_model(&out);
             let worst = python_inline(&format!(
                 r#"
 import glob, numpy as np, onnx, onnxruntime as ort

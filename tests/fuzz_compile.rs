@@ -42,14 +42,7 @@ fn build(seed: u64, model: &Path, out: &Path, args: &[&str]) {
     let stderr = String::from_utf8_lossy(&run.stderr);
     let what = format!("seed {seed}, rtq {args:?}");
     assert_ne!(run.status.code(), Some(101), "{what} panicked:\n{stderr}");
-    let built: Vec<_> = if out.exists() {
-        files_in(out)
-            .into_iter()
-            .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let built = onnx_files(out);
     if !run.status.success() {
         assert!(
             stderr.starts_with("error:"),

@@ -83,10 +83,7 @@ fn every_mode(model: &Path, calib: &Path, held_out: &[PathBuf]) -> Vec<String> {
         let mut args = mode.args.iter().map(String::as_str).collect::<Vec<_>>();
         args.push("--quiet");
         compile_ok(model, &out, &args);
-        let built = files_in(&out)
-            .into_iter()
-            .find(|p| p.extension().is_some_and(|x| x == "onnx"))
-            .unwrap_or_else(|| panic!("{stem} {}: no model written", mode.name));
+        let built = built_model(&out);
         let mut check: Vec<&Path> = vec![&built, model];
         check.extend(held_out.iter().map(PathBuf::as_path));
         let c: serde_json::Value = serde_json::from_str(&python("check_model.py", &check)).unwrap();

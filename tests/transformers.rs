@@ -50,10 +50,7 @@ fn build_and_check(e: &Encoder, out: &Path, mode: &[&str]) -> (Value, Value) {
     let mut args: Vec<&str> = mode.to_vec();
     args.extend_from_slice(&["--calib", e.calib.to_str().unwrap(), "--quiet"]);
     compile_ok(&e.model, out, &args);
-    let built = files_in(out)
-        .into_iter()
-        .find(|p| p.extension().is_some_and(|x| x == "onnx"))
-        .expect("an ONNX output");
+    let built = built_model(out);
     let checked = python(
         "check_encoder.py",
         &[e.model.as_path(), built.as_path(), e.eval.as_path()],

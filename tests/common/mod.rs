@@ -123,6 +123,29 @@ pub fn make_inputs(dir: &Path, shape: &str, n: usize, seed: u64) -> Vec<PathBuf>
     files_in(dir)
 }
 
+/// The `.onnx` files in `dir`, sorted (none when `dir` does not exist).
+pub fn onnx_files(dir: &Path) -> Vec<PathBuf> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    files_in(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "onnx"))
+        .collect()
+}
+
+/// The one ONNX model a build wrote into `out`.
+pub fn built_model(out: &Path) -> PathBuf {
+    let mut models = onnx_files(out);
+    assert_eq!(
+        models.len(),
+        1,
+        "one model in {}: {models:?}",
+        out.display()
+    );
+    models.remove(0)
+}
+
 /// Files in `dir`, sorted.
 pub fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
