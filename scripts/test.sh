@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs rtq's whole test suite on a fresh machine: installs the Python reference tools
-# the tests compare against, checks formatting and lints, then runs every test.
+# the tests compare against, checks formatting and lints, then runs every test (Rust,
+# then the Python package's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -r requirements-test.txt
@@ -11,6 +12,10 @@ python3 -m pip download --quiet --disable-pip-version-check --no-deps silero-vad
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The Python package: built and installed as a user would (pip runs maturin), then its
+# pytest suite (it also reads target/debug/rtq, built above, to compare error messages).
+python3 -m pip install --quiet --disable-pip-version-check .
+python3 -m pytest tests/python_package -q -p no:cacheprovider
 # The committed TensorRT shim bindings still match their header (bindgen needs libclang,
 # which the default build does not: see scripts/gen-trt-bindings.sh).
 libclang=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*/libclang[-.0-9]*\.so[.0-9]*$' | head -n 1 || true)

@@ -1,8 +1,8 @@
 //! Calibration driver: streams samples through the FP32 graph on the CPU executor and
 //! feeds every observed tensor to its range collector.
 
+use crate::progress::{Progress, ProgressTask};
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use rtq_calib::{CalibMethod, CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
 use rtq_ir::{Graph, Tensor, ValueId};
@@ -169,7 +169,7 @@ pub fn calibrate(
     files: &[usize],
     targets: &[ValueId],
     calibrator: &dyn Calibrator,
-    show_progress: bool,
+    progress: &Progress,
 ) -> Result<CalibrationResult> {
     let start = Instant::now();
     let plan = rtq_exec::Plan::new(graph).context("preparing the FP32 graph for calibration")?;
@@ -178,10 +178,9 @@ pub fn calibrate(
         targets.iter().enumerate().map(|(i, &v)| (v, i)).collect();
     let mut collectors: Vec<Box<dyn RangeCollector>> =
         targets.iter().map(|_| calibrator.collector()).collect();
-    let bar = progress_bar(
-        files.len() as u64,
-        show_progress,
+    let bar = progress.task(
         &format!("calibrating ({})", calibrator.name()),
+        files.len() as u64,
     );
     let describe = |o: &Observation, e: &dyn std::fmt::Display| {
         format!(
@@ -211,7 +210,7 @@ pub fn calibrate(
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         (forward, collected)
     });
-    bar.finish_and_clear();
+    bar.finish();
     // A collector's error comes from an earlier tensor than any forward error.
     collected.map_err(anyhow::Error::msg)?;
     let samples = forward?;
@@ -259,7 +258,7 @@ fn run_forward(
     files: &[usize],
     specs: &[InputSpec],
     slot_of: &HashMap<ValueId, usize>,
-    bar: &ProgressBar,
+    bar: &ProgressTask,
     queue: SyncSender<Vec<Observation>>,
 ) -> Result<usize> {
     let mut samples = 0usize;
@@ -297,7 +296,7 @@ fn run_forward(
             }
             samples += 1;
         }
-        bar.inc(1);
+        bar.inc()?;
     }
     Ok(samples)
 }
@@ -321,23 +320,6 @@ fn hand_over(queue: &SyncSender<Vec<Observation>>, mut batch: Vec<Observation>) 
             }
         }
     }
-}
-
-/// A progress bar on stderr, hidden when `show` is false or stderr is not a terminal.
-pub fn progress_bar(len: u64, show: bool, message: &str) -> ProgressBar {
-    if !show {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{msg} [{bar:30}] {pos}/{len} files {elapsed_precise} eta {eta}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar.set_message(message.to_string());
-    bar
 }
 
 /// Each target's largest magnitude per channel (along its axis) over the samples of

@@ -13,8 +13,11 @@
 pub mod accuracy;
 pub mod bias_correction;
 pub mod calibrate;
+pub mod comparison;
 pub mod diagnose;
+pub mod inspect;
 pub mod pipeline;
+pub mod progress;
 pub mod range_choice;
 
 /// Build facts recorded by build.rs (git revision, enabled features).
@@ -23,4 +26,16 @@ pub mod build_info {
     pub const GIT_REVISION: &str = env!("RTQ_GIT_REVISION");
     /// Cargo features enabled in this build, comma separated.
     pub const FEATURES: &str = env!("RTQ_FEATURES");
+}
+
+/// An error as the command line prints it (after `error: `): the message, then one
+/// `  caused by: ...` line per underlying cause. The Python package's exceptions
+/// carry the same text.
+pub fn error_message(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        text.push_str("\n  caused by: ");
+        text.push_str(&cause.to_string());
+    }
+    text
 }

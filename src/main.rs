@@ -69,10 +69,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err}");
-            for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
-            }
+            eprintln!("error: {}", rtq::error_message(&err));
             ExitCode::FAILURE
         }
     }

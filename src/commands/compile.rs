@@ -6,25 +6,15 @@ use anyhow::{Context, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use rtq::pipeline::{
-    compile, prepare_out_dir, write_outputs, write_report, CompileOptions, CompileOutput, Shard,
-    StopAfter,
+    compile, prepare_out_dir, write_outputs, write_report, CompileOptions, CompileOutput,
+    MethodChoice, Shard, StopAfter, DEFAULT_TRT_VERSION,
 };
+use rtq::progress::Progress;
 use rtq_calib::{CalibMethod, CalibOptions};
 use rtq_emit::AccuracyTarget;
 use rtq_passes::quant::{Int8Options, NodeFilter};
 use rtq_passes::OptimizeOptions;
 use std::path::PathBuf;
-
-/// `--calib-method`: `auto`, or a calibrator's name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MethodChoice {
-    /// Entropy; when the accuracy target is missed, the best method on the model.
-    Auto,
-    /// This method, as asked (no search).
-    Fixed(CalibMethod),
-    /// Each tensor's range among every method's, by the error at its consumers.
-    PerTensor,
-}
 
 /// `--calib-method`: `auto` and the calibrators' names, each with its description.
 fn calib_method_parser() -> impl TypedValueParser<Value = MethodChoice> {
@@ -38,10 +28,9 @@ fn calib_method_parser() -> impl TypedValueParser<Value = MethodChoice> {
          of the nodes that read it (measured on 8 calibration files)",
     );
     let names = std::iter::once(auto).chain(fixed).chain([per_tensor]);
-    PossibleValuesParser::new(names).map(|name| match name.parse::<CalibMethod>() {
-        Ok(method) => MethodChoice::Fixed(method),
-        Err(_) if name == "per-tensor" => MethodChoice::PerTensor,
-        Err(_) => MethodChoice::Auto,
+    PossibleValuesParser::new(names).map(|name| {
+        name.parse::<MethodChoice>()
+            .expect("every possible value is a method choice")
     })
 }
 
@@ -153,7 +142,7 @@ pub struct CompileArgs {
     #[arg(long)]
     pub verify_each: bool,
     /// TensorRT version for the calibration cache header.
-    #[arg(long, default_value = "10.1.0")]
+    #[arg(long, default_value = DEFAULT_TRT_VERSION)]
     pub trt_version: String,
     /// Print the IR after every pass (stderr).
     #[arg(long)]
@@ -241,28 +230,14 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         names: args.exclude_nodes.clone(),
         op_types: args.exclude_ops.clone(),
     };
+    let mut opts = CompileOptions::new(&args.model, &args.out);
+    opts.set_method(args.calib_method);
     Ok(CompileOptions {
-        model: args.model.clone(),
-        out_dir: args.out.clone(),
         fp16: args.fp16,
         int8: args.int8,
         calib_dir: args.calib.clone(),
-        calib_method: match args.calib_method {
-            MethodChoice::Auto | MethodChoice::PerTensor => CalibMethod::default(),
-            MethodChoice::Fixed(method) => method,
-        },
-        per_tensor_ranges: args.calib_method == MethodChoice::PerTensor,
-        method_search: args.calib_method == MethodChoice::Auto,
-        bias_correction: match (args.bias_correction, args.no_bias_correction) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        },
-        equalize: match (args.equalize, args.no_equalize) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        },
+        bias_correction: flag_pair(args.bias_correction, args.no_bias_correction),
+        equalize: flag_pair(args.equalize, args.no_equalize),
         accuracy_target: args.accuracy_target,
         strict_accuracy: args.strict_accuracy,
         calib: CalibOptions {
@@ -294,8 +269,18 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         trt_version: args.trt_version.clone(),
         dump_ir: args.dump_ir,
         stop_after: args.stop_after,
-        progress: !args.quiet && !args.json,
+        progress: Progress::terminal(!args.quiet && !args.json),
+        ..opts
     })
+}
+
+/// `--X` / `--no-X`: forced on, forced off, or the build's default.
+fn flag_pair(on: bool, off: bool) -> Option<bool> {
+    match (on, off) {
+        (true, _) => Some(true),
+        (_, true) => Some(false),
+        _ => None,
+    }
 }
 
 /// Builds the TensorRT engine (`--engine`) from the written model and exports the

@@ -32,66 +32,36 @@ pub struct EvalArgs {
 
 /// Runs `rtq eval`.
 pub fn run(args: EvalArgs) -> Result<()> {
-    let reference = rtq_frontend::load_model(&args.reference)
-        .with_context(|| format!("loading {}", args.reference.display()))?;
-    let candidate = rtq_frontend::load_model(&args.candidate)
-        .with_context(|| format!("loading {}", args.candidate.display()))?;
     let set = CalibrationSet::open(&args.data, &args.data_args.to_options()?)
         .with_context(|| format!("reading samples in {}", args.data.display()))?;
-    let files: Vec<usize> = (0..set.len().min(args.samples.unwrap_or(usize::MAX))).collect();
-    let variant = candidate
-        .metadata
-        .iter()
-        .find(|(k, _)| k == "rtq.precision")
-        .map_or("candidate".to_string(), |(_, v)| v.clone());
-    let report = rtq::pipeline::evaluate(&reference, &candidate, &set, &files, &variant)?;
-    let per_layer = args
-        .per_layer
-        .then(|| per_layer(&reference, &candidate, &set, &files))
-        .transpose()?;
+    let comparison = rtq::comparison::compare(
+        &args.reference,
+        &args.candidate,
+        &set,
+        args.samples,
+        args.per_layer,
+    )?;
     if args.json {
-        let mut json = serde_json::to_value(&report)?;
-        if let Some(layers) = &per_layer {
-            json["per_layer"] = serde_json::to_value(layers)?;
-        }
-        println!("{}", serde_json::to_string_pretty(&json)?);
-    } else {
-        let wrapper = rtq_emit::CompileReport {
-            accuracy: vec![report],
-            model: args.candidate.display().to_string(),
-            rtq_version: env!("CARGO_PKG_VERSION").into(),
-            precision: variant,
-            source_opset: reference.opset,
-            output_opset: candidate.opset,
-            graph: rtq_emit::GraphSummary {
-                nodes_in: reference.node_count(),
-                nodes_out: candidate.node_count(),
-                ..Default::default()
-            },
+        println!("{}", serde_json::to_string_pretty(&comparison.to_json()?)?);
+        return Ok(());
+    }
+    let wrapper = rtq_emit::CompileReport {
+        model: args.candidate.display().to_string(),
+        rtq_version: env!("CARGO_PKG_VERSION").into(),
+        precision: comparison.variant.clone(),
+        source_opset: comparison.opsets.0,
+        output_opset: comparison.opsets.1,
+        graph: rtq_emit::GraphSummary {
+            nodes_in: comparison.nodes.0,
+            nodes_out: comparison.nodes.1,
             ..Default::default()
-        };
-        print!("{}", wrapper.render_text(0));
-        if let Some(layers) = &per_layer {
-            print!("\n  per-layer comparison:\n{}", layers.render_text(60));
-        }
+        },
+        accuracy: vec![comparison.accuracy],
+        ..Default::default()
+    };
+    print!("{}", wrapper.render_text(0));
+    if let Some(layers) = &comparison.per_layer {
+        print!("\n  per-layer comparison:\n{}", layers.render_text(60));
     }
     Ok(())
-}
-
-/// The per-layer comparison. A candidate rtq built computes the tensors of the
-/// *optimised* reference (folded BatchNorms keep the convolution's name), so the
-/// reference goes through the same optimisation passes first.
-fn per_layer(
-    reference: &rtq_ir::Graph,
-    candidate: &rtq_ir::Graph,
-    set: &CalibrationSet,
-    files: &[usize],
-) -> Result<rtq_emit::PerLayerReport> {
-    let built_by_rtq = candidate.metadata.iter().any(|(k, _)| k == "rtq.version");
-    let mut reference = reference.clone();
-    if built_by_rtq {
-        rtq_passes::optimize(&mut reference, &rtq_passes::OptimizeOptions::default())
-            .context("optimising the reference as rtq did")?;
-    }
-    rtq::diagnose::per_layer(&reference, candidate, set, files)
 }

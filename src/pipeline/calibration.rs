@@ -204,7 +204,8 @@ impl Build<'_> {
     ) -> Result<(CalibrationSet, Vec<usize>, Vec<usize>)> {
         let opts = self.opts;
         let set = CalibrationSet::open(dir, &opts.data)
-            .with_context(|| format!("reading calibration data in {}", dir.display()))?;
+            .with_context(|| format!("reading calibration data in {}", dir.display()))?
+            .cancel_with(opts.progress.cancel_flag());
         if let Some(n) = opts.holdout.filter(|&n| n > 0 && n >= set.len()) {
             bail!(
                 "--holdout {n}: {} has only {} calibration file(s), and at least one must be left \
@@ -267,7 +268,7 @@ impl Build<'_> {
             files,
             &targets,
             calibrator.as_ref(),
-            opts.progress,
+            &opts.progress,
         )?;
         self.lap(if int8 { "calibrate" } else { "observe-ranges" });
         Ok((method, result))

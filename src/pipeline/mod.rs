@@ -22,7 +22,9 @@ mod target;
 
 pub use calibration::{float_activations, split_files, Calibrated, RangeSource};
 pub use optimize::{Loaded, Optimized};
-pub use options::{CompileOptions, Precision, Shard, Stage, StopAfter};
+pub use options::{
+    CompileOptions, MethodChoice, Precision, Shard, Stage, StopAfter, DEFAULT_TRT_VERSION,
+};
 pub use output::{prepare_out_dir, weight_bytes_by_dtype, write_outputs, write_report};
 pub use precision::Transformed;
 pub use statistics::{read_and_merge, read_stats};
@@ -95,19 +97,25 @@ impl<'a> Build<'a> {
         })
     }
 
-    /// Records the time since the previous lap under `name`.
+    /// Records the time since the previous lap under `name` and tells the progress
+    /// observer.
     fn lap(&mut self, name: &str) {
         self.timings
             .push((name.to_string(), self.clock.elapsed().as_secs_f64()));
         self.clock = Instant::now();
+        self.opts.progress.stage_done(name);
     }
 }
 
-/// Unwraps a stage's [`Flow`], returning the output early when it stopped.
+/// Unwraps a stage's [`Flow`], returning the output early when it stopped, and fails
+/// when the compile was cancelled meanwhile.
 macro_rules! next {
-    ($stage:expr) => {
+    ($opts:ident, $stage:expr) => {
         match $stage? {
-            Flow::Next(state) => state,
+            Flow::Next(state) => {
+                $opts.progress.check()?;
+                state
+            }
             Flow::Stop(output) => return Ok(*output),
         }
     };
@@ -116,11 +124,11 @@ macro_rules! next {
 /// Runs the pipeline; writes nothing.
 pub fn compile(opts: &CompileOptions) -> Result<CompileOutput> {
     let mut build = Build::new(opts)?;
-    let loaded = next!(build.load());
-    let optimized = next!(build.optimize(loaded));
-    let optimized = next!(build.equalize(optimized));
-    let calibrated = next!(build.calibrate(&optimized));
-    let transformed = next!(build.transform(optimized, calibrated));
+    let loaded = next!(opts, build.load());
+    let optimized = next!(opts, build.optimize(loaded));
+    let optimized = next!(opts, build.equalize(optimized));
+    let calibrated = next!(opts, build.calibrate(&optimized));
+    let transformed = next!(opts, build.transform(optimized, calibrated));
     build.evaluate(&transformed)?;
     let transformed = build.meet_target(transformed)?;
     build.emit(transformed)

@@ -202,6 +202,9 @@ impl Shard {
     }
 }
 
+/// The TensorRT version written in calibration cache headers unless asked otherwise.
+pub const DEFAULT_TRT_VERSION: &str = "10.1.0";
+
 /// Everything `rtq compile` needs to know.
 #[derive(Debug, Clone)]
 pub struct CompileOptions {
@@ -265,11 +268,91 @@ pub struct CompileOptions {
     pub dump_ir: bool,
     /// Stop after this pass or stage and write the graph as it is then.
     pub stop_after: Option<StopAfter>,
-    /// Show progress bars.
-    pub progress: bool,
+    /// Progress bars or observer, and the cancel flag.
+    pub progress: crate::progress::Progress,
+}
+
+/// How the calibration method is chosen (`--calib-method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodChoice {
+    /// Entropy; when the accuracy target is missed, the best method on the model.
+    Auto,
+    /// This method, as asked (no search).
+    Fixed(CalibMethod),
+    /// Each tensor's range among every method's, by the error at its consumers.
+    PerTensor,
+}
+
+impl FromStr for MethodChoice {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<MethodChoice, String> {
+        match name {
+            "auto" => Ok(MethodChoice::Auto),
+            "per-tensor" => Ok(MethodChoice::PerTensor),
+            _ => name
+                .parse::<CalibMethod>()
+                .map(MethodChoice::Fixed)
+                .map_err(|_| {
+                    let methods: Vec<&str> = CalibMethod::ALL.iter().map(|m| m.name()).collect();
+                    format!(
+                        "unknown calibration method `{name}` (auto, {}, per-tensor)",
+                        methods.join(", ")
+                    )
+                }),
+        }
+    }
 }
 
 impl CompileOptions {
+    /// An FP32 build of `model` into `out_dir` with the command line's defaults
+    /// (`--calib-method auto`, accuracy target `cosine=0.99,top1=0.99`, per-channel
+    /// weights, residual Adds quantized, TensorRT 10.1.0 cache header, no progress).
+    pub fn new(model: impl Into<PathBuf>, out_dir: impl Into<PathBuf>) -> CompileOptions {
+        let mut opts = CompileOptions {
+            model: model.into(),
+            out_dir: out_dir.into(),
+            fp16: false,
+            int8: false,
+            calib_dir: None,
+            calib_method: CalibMethod::default(),
+            method_search: false,
+            bias_correction: None,
+            equalize: None,
+            per_tensor_ranges: false,
+            accuracy_target: rtq_emit::AccuracyTarget::default(),
+            strict_accuracy: false,
+            calib: CalibOptions::default(),
+            data: DataOptions::default(),
+            save_stats: None,
+            stats: Vec::new(),
+            calib_cache: None,
+            shard: None,
+            max_calib_files: None,
+            holdout: None,
+            int8_opts: Int8Options::default(),
+            fp16_exclude: NodeFilter::default(),
+            fp16_keep_io: true,
+            optimize: OptimizeOptions::default(),
+            trt_version: DEFAULT_TRT_VERSION.to_string(),
+            dump_ir: false,
+            stop_after: None,
+            progress: crate::progress::Progress::default(),
+        };
+        opts.set_method(MethodChoice::Auto);
+        opts
+    }
+
+    /// Applies `--calib-method`.
+    pub fn set_method(&mut self, choice: MethodChoice) {
+        self.calib_method = match choice {
+            MethodChoice::Auto | MethodChoice::PerTensor => CalibMethod::default(),
+            MethodChoice::Fixed(method) => method,
+        };
+        self.per_tensor_ranges = choice == MethodChoice::PerTensor;
+        self.method_search = choice == MethodChoice::Auto;
+    }
+
     /// The build's precision.
     pub fn precision(&self) -> Precision {
         Precision::from_flags(self.int8, self.fp16)

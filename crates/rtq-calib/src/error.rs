@@ -78,6 +78,9 @@ pub enum CalibError {
         /// Why it is unusable.
         reason: String,
     },
+    /// The work reading the data was cancelled (see [`crate::CalibrationSet::cancel_with`]).
+    #[error("cancelled")]
+    Cancelled,
     /// A file index past the end of a calibration set.
     #[error("calibration data directory {}: file index {index} is out of range ({len} files)", dir.display())]
     IndexOutOfRange {

@@ -27,6 +27,8 @@ use convert::{convert_lossless, count_non_finite, ConvertError};
 use rtq_ir::Tensor;
 use spec::{fit, split_batches, Fit};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// One sample: a tensor for every model input, as `(input name, tensor)` in input order.
 pub type Sample = Vec<(String, Tensor)>;
@@ -58,6 +60,8 @@ pub struct CalibrationSet {
     dir: PathBuf,
     files: Vec<PathBuf>,
     options: DataOptions,
+    /// Set from outside to stop every pass over the data at its next file.
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl CalibrationSet {
@@ -99,6 +103,7 @@ impl CalibrationSet {
             dir: dir.to_path_buf(),
             files,
             options: opts.clone(),
+            cancel: None,
         })
     }
 
@@ -127,8 +132,23 @@ impl CalibrationSet {
         &self.options
     }
 
+    /// The same set, whose [`CalibrationSet::load`] fails with
+    /// [`CalibError::Cancelled`] once `flag` is set: every pass over the data (all of
+    /// them load file by file) then stops at its next file.
+    pub fn cancel_with(mut self, flag: Arc<AtomicBool>) -> CalibrationSet {
+        self.cancel = Some(flag);
+        self
+    }
+
     /// Loads file `index` into one or more samples feeding `inputs`.
     pub fn load(&self, index: usize, inputs: &[InputSpec]) -> Result<Vec<Sample>, CalibError> {
+        if self
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed))
+        {
+            return Err(CalibError::Cancelled);
+        }
         let file = self.files.get(index).ok_or(CalibError::IndexOutOfRange {
             dir: self.dir.clone(),
             index,
