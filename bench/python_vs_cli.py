@@ -9,7 +9,8 @@ Then, alternating, in fresh child processes each metered like ``compare_ort.py``
 * ``cli``: ``rtq compile MODEL --int8 --calib DIR --calib-method M --quiet``;
 * ``python``: ``rtq.compile(MODEL, calib=<generator np.load-ing the same files one by
   one>, int8=True, calib_method=M, progress=False)`` -- interpreter start-up, the
-  ``numpy`` and ``rtq`` imports and the spooling of the generator included.
+  ``numpy`` and ``rtq`` imports and the spooling of the generator included. The time
+  spent inside the generator (the user's own data loading) is also reported apart.
 
 Both run in turn, ``--repeat`` rounds (default 5), and the fastest time and largest peak
 of each are kept. The Python child also times its ``rtq.compile`` call itself (the
@@ -39,10 +40,18 @@ import glob, json, sys, time
 import numpy as np
 import rtq
 model, data, out, method = sys.argv[1:5]
+in_generator = 0.0
+def samples():
+    # The user's data pipeline; the time spent in it is kept apart.
+    global in_generator
+    for p in sorted(glob.glob(data + "/*.npy")):
+        t = time.perf_counter()
+        x = np.load(p)
+        in_generator += time.perf_counter() - t
+        yield x
 start = time.perf_counter()
-samples = (np.load(p) for p in sorted(glob.glob(data + "/*.npy")))
-rtq.compile(model, calib=samples, int8=True, calib_method=method, out_dir=out, progress=False)
-print(json.dumps({"call_s": time.perf_counter() - start}))
+rtq.compile(model, calib=samples(), int8=True, calib_method=method, out_dir=out, progress=False)
+print(json.dumps({"call_s": time.perf_counter() - start, "generator_s": in_generator}))
 """
 
 IDLE_CHILD = "import numpy, rtq"
@@ -58,10 +67,12 @@ def best_of(runs: list[dict]) -> dict:
         "wall_s": min(r["wall_s"] for r in runs),
         "maxrss_mib": max(r["maxrss_kib"] for r in runs) / 1024,
     }
-    calls = [json.loads(r["stdout"].strip().splitlines()[-1])["call_s"]
+    calls = [json.loads(r["stdout"].strip().splitlines()[-1])
              for r in runs if r["stdout"].strip().startswith("{")]
     if calls:
-        best["call_s"] = min(calls)
+        fastest = min(calls, key=lambda c: c["call_s"])
+        best["call_s"] = fastest["call_s"]
+        best["generator_s"] = fastest["generator_s"]
     return best
 
 
@@ -110,9 +121,12 @@ def main() -> int:
             print(f"{name:<12} {'cli':<7} {cli['wall_s']:>8.2f} {cli['maxrss_mib']:>9.0f} {'':>11}")
             growth = py["maxrss_mib"] - idle["maxrss_mib"]
             print(f"{name:<12} {'python':<7} {py['wall_s']:>8.2f} {py['maxrss_mib']:>9.0f} {growth:>11.0f}")
+            rtq_s = py["call_s"] - py["generator_s"]
             print(f"  python/cli: process x{py['wall_s'] / cli['wall_s']:.3f}, rtq.compile call "
                   f"({py['call_s']:.2f} s: generator, spooling, compile) "
-                  f"x{py['call_s'] / cli['wall_s']:.3f}; peak RSS x{py['maxrss_mib'] / cli['maxrss_mib']:.3f}, "
+                  f"x{py['call_s'] / cli['wall_s']:.3f}, the call less the time inside the "
+                  f"generator's np.load ({py['generator_s']:.2f} s) x{rtq_s / cli['wall_s']:.3f}; "
+                  f"peak RSS x{py['maxrss_mib'] / cli['maxrss_mib']:.3f}, "
                   f"growth over the idle interpreter x{growth / cli['maxrss_mib']:.3f}")
             results["models"][name] = {"cli": cli, "python": py}
     if args.json:

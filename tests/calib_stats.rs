@@ -161,3 +161,30 @@ fn statistics_that_do_not_fit_are_refused() {
     );
     assert!(report.contains("accuracy was not checked"), "{report}");
 }
+
+#[test]
+fn a_sample_pack_of_the_files_builds_the_same_model_and_cache() {
+    use rtq_calib::{PackWriter, PackedKind};
+    let dir = tempfile::tempdir().unwrap();
+    let pack = dir.path().join("calib.rtqpack");
+    let mut writer = PackWriter::new(std::fs::File::create(&pack).unwrap());
+    for file in files_in(&demo_calib()) {
+        writer.append(PackedKind::Npy, &read(&file)).unwrap();
+    }
+    writer.finish().unwrap();
+    compile(&dir.path().join("dir"), &["--calib-method", "entropy"]);
+    let out = dir.path().join("pack");
+    compile_ok(
+        &demo_model(),
+        &out,
+        &[
+            "--int8",
+            "--calib",
+            pack.to_str().unwrap(),
+            "--calib-method",
+            "entropy",
+            "--quiet",
+        ],
+    );
+    assert!(outputs(&out) == outputs(&dir.path().join("dir")));
+}

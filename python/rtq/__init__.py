@@ -19,13 +19,25 @@ is ``calib_method=``) and the same error messages, raised as :class:`RtqError` s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Tuple,
+    Union,
+)
 
 import numpy as np
 
@@ -106,8 +118,8 @@ def _model_file(model: ModelLike, directory: Path, name: str) -> Path:
 def _data_dir(
     data: Any, directory: Path, what: str, progress: Optional[Progress]
 ) -> Optional[Path]:
-    """``data`` as a directory of sample files: its path, or the iterable spooled into
-    ``directory``."""
+    """``data`` as something ``--calib`` reads: its path, or the iterable spooled into a
+    sample pack in ``directory``."""
     if data is None:
         return None
     if _data.is_path(data):
@@ -119,10 +131,23 @@ def _data_dir(
             f"{what}: expected a directory, or an iterable of arrays or dicts of input "
             f"name -> array, not {type(data).__name__}"
         )
-    directory.mkdir()
-    if _data.spool(data, directory, progress) == 0:
+    pack = directory / f"{what}.rtqpack"
+    if _data.spool(data, pack, progress) == 0:
         raise DataError(f"{what}: the iterable yielded no sample")
-    return directory
+    return pack
+
+
+@contextlib.contextmanager
+def _samples_named(pack: Optional[Path], scratch: Path) -> Iterator[None]:
+    """Errors about a sample of a pack spooled in ``scratch`` name the sample as the
+    iterable produced it (``calibration sample 3: ...``), not by the temporary file."""
+    try:
+        yield
+    except RtqError as err:
+        prefix = f"{pack}{os.sep}"
+        if pack is None or pack.parent != scratch or prefix not in str(err):
+            raise
+        raise type(err)(str(err).replace(prefix, "")) from None
 
 
 def compile(  # noqa: A001 - the command's name
@@ -144,8 +169,8 @@ def compile(  # noqa: A001 - the command's name
         model: a path, ONNX bytes or an ``onnx.ModelProto`` (written as ``<name>.onnx``).
         calib: calibration data: a directory (as ``--calib``), or any iterable yielding
             arrays (single-input models) or dicts of input name -> array. It is read
-            once, streamed to temporary files (``spool_dir``, default the system's
-            temporary directory) and deleted afterwards.
+            once, appended to one temporary sample pack (in ``spool_dir``, default the
+            system's temporary directory), read from there and deleted afterwards.
         int8: quantize to INT8 with Q/DQ nodes (needs ``calib``, ``stats`` or ``calib_cache``).
         fp16: convert to FP16 (with ``int8``: FP16 wherever INT8 is not).
         calib_method: ``auto``, ``entropy``, ``max``, ``percentile``, ``mse`` or ``per-tensor``.
@@ -174,15 +199,16 @@ def compile(  # noqa: A001 - the command's name
     with tempfile.TemporaryDirectory(prefix="rtq-", dir=spool_dir) as scratch:
         scratch_dir = Path(scratch)
         model_path = _model_file(model, scratch_dir, name)
-        calib_dir = _data_dir(calib, scratch_dir / "calib", "calib", callback)
-        report_json = _rtq.compile(
-            str(model_path),
-            str(out_dir),
-            None if calib_dir is None else str(calib_dir),
-            dict(options, int8=int8, fp16=fp16, calib_method=calib_method),
-            callback,
-            terminal,
-        )
+        calib_dir = _data_dir(calib, scratch_dir, "calib", callback)
+        with _samples_named(calib_dir, scratch_dir):
+            report_json = _rtq.compile(
+                str(model_path),
+                str(out_dir),
+                None if calib_dir is None else str(calib_dir),
+                dict(options, int8=int8, fp16=fp16, calib_method=calib_method),
+                callback,
+                terminal,
+            )
     report = json.loads(report_json)
     paths = [Path(p) for p in report.get("outputs", [])]
     onnx_paths = [p for p in paths if p.suffix == ".onnx"]
@@ -223,10 +249,13 @@ def eval(  # noqa: A001 - the command's name
         scratch_dir = Path(scratch)
         ref = _model_file(reference, scratch_dir, "reference")
         cand = _model_file(candidate, scratch_dir, "candidate")
-        data_dir = _data_dir(data, scratch_dir / "data", "data", None)
+        data_dir = _data_dir(data, scratch_dir, "data", None)
         if data_dir is None:
             raise DataError("data: rtq.eval needs sample data")
-        report = _rtq.eval(str(ref), str(cand), str(data_dir), data_options, samples, per_layer)
+        with _samples_named(data_dir, scratch_dir):
+            report = _rtq.eval(
+                str(ref), str(cand), str(data_dir), data_options, samples, per_layer
+            )
     return json.loads(report)
 
 

@@ -50,7 +50,7 @@ pub struct CompileArgs {
     /// Quantize to INT8 with explicit Q/DQ nodes (needs --calib).
     #[arg(long)]
     pub int8: bool,
-    /// Directory of calibration samples (.npy, .npz, .png, .jpg).
+    /// Directory of calibration samples (.npy, .npz, .png, .jpg), or a .rtqpack sample pack.
     #[arg(long, value_name = "DIR")]
     pub calib: Option<PathBuf>,
     /// Calibration method.

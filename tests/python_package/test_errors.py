@@ -45,8 +45,10 @@ def test_a_broken_model_is_a_model_error_with_the_cli_message(tmp_path):
 
 def test_samples_that_do_not_fit_are_a_data_error(tmp_path):
     wrong = (np.zeros((1, 3, 16, 16), np.float32) for _ in range(4))
-    with pytest.raises(rtq.DataError, match="input `input`"):
+    with pytest.raises(rtq.DataError, match="input `input`") as err:
         rtq.compile(MODEL, calib=wrong, int8=True, out_dir=tmp_path / "out", progress=False)
+    # Named as the iterable's sample, not as the temporary pack holding it.
+    assert "caused by: calibration sample 0: shape [1,3,16,16]" in str(err.value), err.value
     assert not (tmp_path / "out").exists()
     with pytest.raises(rtq.DataError, match="yielded no sample"):
         rtq.compile(MODEL, calib=iter(()), int8=True, out_dir=tmp_path / "out")

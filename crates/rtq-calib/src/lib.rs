@@ -38,7 +38,10 @@ pub use cache::{
     CalibrationCache, CACHE_ALGORITHM,
 };
 pub use collector::{Calibrator, RangeCollector, RangeStats};
-pub use dataset::{load_file, CalibrationSet, DataOptions, InputSpec, Layout, Sample};
+pub use dataset::{
+    load_file, CalibrationSet, DataOptions, InputSpec, Layout, PackWriter, PackedKind, Sample,
+    PACK_EXTENSION,
+};
 pub use entropy::{
     entropy_threshold, entropy_threshold_from, kl_divergences, level_zero_bin, EntropyCalibrator,
     EntropyChoice, EntropyRule, INT8_LEVELS, KL_EPSILON,

@@ -434,3 +434,68 @@ fn images_are_resized_and_typed() {
         "{e}"
     );
 }
+
+#[test]
+fn a_sample_pack_loads_as_its_files_would() {
+    use rtq_calib::{PackWriter, PackedKind};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The same samples as files and as a pack (in file-name order).
+    write_npy(
+        &d.join("a.npy"),
+        &[2, 3],
+        &[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0],
+    );
+    write_npz(&d.join("b.npz"), &[("x", &[1, 3], &[7.0, 8.0, 9.0])]);
+    let pack_path = d.join("samples.rtqpack");
+    let mut pack = PackWriter::new(std::fs::File::create(&pack_path).unwrap());
+    pack.append(PackedKind::Npy, &std::fs::read(d.join("a.npy")).unwrap())
+        .unwrap();
+    pack.append(PackedKind::Npz, &std::fs::read(d.join("b.npz")).unwrap())
+        .unwrap();
+    pack.finish().unwrap();
+    std::fs::remove_file(d.join("a.npy")).unwrap();
+    std::fs::remove_file(d.join("b.npz")).unwrap();
+
+    let inputs = [f32_input("x", &[Some(1), Some(3)])];
+    let set = open(&pack_path);
+    assert_eq!(set.len(), 2);
+    assert_eq!(set.dir(), pack_path);
+    let first = set.load(0, &inputs).unwrap();
+    assert_eq!(
+        first.len(),
+        2,
+        "the [2, 3] array splits into two batches of 1"
+    );
+    assert_eq!(first[1][0].1.to_f32_vec(), [4.0, 5.0, 6.0]);
+    assert_eq!(
+        set.load(1, &inputs).unwrap()[0][0].1.to_f32_vec(),
+        [7.0, 8.0, 9.0]
+    );
+
+    // Errors name the sample inside the pack.
+    let e = set
+        .load(0, &[f32_input("x", &[Some(1), Some(4)])])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("samples.rtqpack/calibration sample 0"), "{e}");
+    // Not a pack: refused, naming the file.
+    let fake = d.join("fake.rtqpack");
+    std::fs::write(&fake, b"no pack at all, only text").unwrap();
+    let e = CalibrationSet::open(&fake, &DataOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("fake.rtqpack") && e.contains("not a valid sample pack"),
+        "{e}"
+    );
+    // An empty pack is an unusable data set.
+    let empty = d.join("empty.rtqpack");
+    PackWriter::new(std::fs::File::create(&empty).unwrap())
+        .finish()
+        .unwrap();
+    let e = CalibrationSet::open(&empty, &DataOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("holds no sample"), "{e}");
+}

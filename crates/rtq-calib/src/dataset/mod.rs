@@ -8,6 +8,8 @@
 //! * `.npz` maps array names to input names: every input must be present and
 //!   no other array may be; all arrays must split into the same number of samples.
 //! * `.png`, `.jpg`, `.jpeg` feed the single (float, rank-4) input: see [`DataOptions`].
+//! * A sample pack (`.rtqpack`, see [`PackWriter`]) given in place of the directory
+//!   holds `.npy`/`.npz` samples back to back, each read as its own file would be.
 //!
 //! Arrays are converted to the input's element type only when no element
 //! changes value (e.g. float64 holding float32-exact values). NaN or Inf in
@@ -17,13 +19,16 @@ mod convert;
 mod images;
 mod npy;
 mod options;
+mod pack;
 mod spec;
 
 pub use options::{DataOptions, Layout};
+pub use pack::{PackWriter, PackedKind, PACK_EXTENSION};
 pub use spec::InputSpec;
 
 use crate::CalibError;
 use convert::{convert_lossless, count_non_finite, ConvertError};
+use pack::Pack;
 use rtq_ir::Tensor;
 use spec::{fit, split_batches, Fit};
 use std::path::{Path, PathBuf};
@@ -54,11 +59,14 @@ impl FileKind {
     }
 }
 
-/// The usable files of a calibration-data directory, sorted by name.
+/// The usable files of a calibration-data directory, sorted by name (or the
+/// samples of a pack, named `<pack>/calibration sample <i>`).
 #[derive(Debug, Clone)]
 pub struct CalibrationSet {
     dir: PathBuf,
     files: Vec<PathBuf>,
+    /// The pack the set reads, when it was opened on one.
+    pack: Option<Arc<Pack>>,
     options: DataOptions,
     /// Set from outside to stop every pass over the data at its next file.
     cancel: Option<Arc<AtomicBool>>,
@@ -66,12 +74,16 @@ pub struct CalibrationSet {
 
 impl CalibrationSet {
     /// Lists the `.npy`, `.npz`, `.png`, `.jpg` and `.jpeg` files directly in
-    /// `dir` (other entries are ignored), sorted by file name.
+    /// `dir` (other entries are ignored), sorted by file name; or, when `dir` is a
+    /// `.rtqpack` file, reads the pack's index.
     ///
     /// Fails, naming the directory, if it is missing, not a directory, or holds
     /// no usable file; or if `opts` is invalid.
     pub fn open(dir: &Path, opts: &DataOptions) -> Result<CalibrationSet, CalibError> {
         opts.validate()?;
+        if dir.is_file() && dir.extension().is_some_and(|e| e == PACK_EXTENSION) {
+            return CalibrationSet::open_pack(dir, opts);
+        }
         let dir_err = |reason: String| CalibError::DataDir {
             dir: dir.to_path_buf(),
             reason,
@@ -102,6 +114,27 @@ impl CalibrationSet {
         Ok(CalibrationSet {
             dir: dir.to_path_buf(),
             files,
+            pack: None,
+            options: opts.clone(),
+            cancel: None,
+        })
+    }
+
+    /// The samples of the pack at `path`.
+    fn open_pack(path: &Path, opts: &DataOptions) -> Result<CalibrationSet, CalibError> {
+        let pack = Pack::open(path)?;
+        if pack.len() == 0 {
+            return Err(CalibError::DataDir {
+                dir: path.to_path_buf(),
+                reason: "the sample pack holds no sample".into(),
+            });
+        }
+        Ok(CalibrationSet {
+            dir: path.to_path_buf(),
+            files: (0..pack.len())
+                .map(|i| path.join(format!("calibration sample {i}")))
+                .collect(),
+            pack: Some(Arc::new(pack)),
             options: opts.clone(),
             cancel: None,
         })
@@ -154,7 +187,21 @@ impl CalibrationSet {
             index,
             len: self.files.len(),
         })?;
-        load_file(file, inputs, &self.options)
+        let Some(pack) = &self.pack else {
+            return load_file(file, inputs, &self.options);
+        };
+        self.options.validate()?;
+        let (kind, bytes) = pack.read(index)?;
+        match kind {
+            PackedKind::Npy => {
+                let tensor = npy::decode_npy(&bytes, file, None)?;
+                npy_samples(file, inputs, tensor, self.options.input_scale)
+            }
+            PackedKind::Npz => {
+                let arrays = npy::decode_npz(std::io::Cursor::new(bytes), file)?;
+                load_npz_arrays(file, inputs, arrays, self.options.input_scale)
+            }
+        }
     }
 }
 
@@ -173,33 +220,17 @@ pub fn load_file(
     let kind = FileKind::of(file).ok_or_else(|| {
         inputs_err("not a calibration file (.npy, .npz, .png, .jpg, .jpeg)".into())
     })?;
-    if inputs.is_empty() {
-        return Err(inputs_err("the model has no inputs to feed".into()));
-    }
-    let single_input = |what: &str| match inputs {
-        [one] => Ok(one),
-        _ => Err(inputs_err(format!(
-            "{what} files feed a single input, but the model has {} ({}); use .npz files",
-            inputs.len(),
-            names(inputs.iter().map(|i| i.name.as_str()))
-        ))),
-    };
     match kind {
         FileKind::Npy => {
-            let input = single_input(".npy")?;
             let tensor = npy::read_npy(file)?;
-            let parts = prepare(file, input, tensor, opts.input_scale)?;
-            Ok(parts
-                .into_iter()
-                .map(|t| vec![(input.name.clone(), t)])
-                .collect())
+            npy_samples(file, inputs, tensor, opts.input_scale)
         }
         FileKind::Npz => {
             let arrays = npy::read_npz(file)?;
             load_npz_arrays(file, inputs, arrays, opts.input_scale)
         }
         FileKind::Image => {
-            let input = single_input("image")?;
+            let input = single_input(file, inputs, "image")?;
             let tensor = images::load_image(file, input, opts)?;
             match fit(input, tensor.shape()) {
                 Some(Fit::Batches(1)) => Ok(vec![vec![(input.name.clone(), tensor)]]),
@@ -212,6 +243,43 @@ pub fn load_file(
             }
         }
     }
+}
+
+/// The model's one input, which `what` files feed; an error naming `file` when the
+/// model has none or several.
+fn single_input<'a>(
+    file: &Path,
+    inputs: &'a [InputSpec],
+    what: &str,
+) -> Result<&'a InputSpec, CalibError> {
+    let inputs_err = |reason: String| CalibError::Inputs {
+        file: file.to_path_buf(),
+        reason,
+    };
+    match inputs {
+        [one] => Ok(one),
+        [] => Err(inputs_err("the model has no inputs to feed".into())),
+        _ => Err(inputs_err(format!(
+            "{what} files feed a single input, but the model has {} ({}); use .npz files",
+            inputs.len(),
+            names(inputs.iter().map(|i| i.name.as_str()))
+        ))),
+    }
+}
+
+/// The samples of one `.npy` array (read from `file`) for the model's single input.
+fn npy_samples(
+    file: &Path,
+    inputs: &[InputSpec],
+    tensor: Tensor,
+    input_scale: Option<f32>,
+) -> Result<Vec<Sample>, CalibError> {
+    let input = single_input(file, inputs, ".npy")?;
+    let parts = prepare(file, input, tensor, input_scale)?;
+    Ok(parts
+        .into_iter()
+        .map(|t| vec![(input.name.clone(), t)])
+        .collect())
 }
 
 /// Integer `tensor` for a float `input`: multiplied by `input_scale` into f32, or
@@ -253,6 +321,9 @@ fn load_npz_arrays(
         file: file.to_path_buf(),
         reason,
     };
+    if inputs.is_empty() {
+        return Err(inputs_err("the model has no inputs to feed".into()));
+    }
     let missing: Vec<&str> = inputs
         .iter()
         .filter(|i| !arrays.iter().any(|(n, _)| *n == i.name))

@@ -3,7 +3,7 @@
 use crate::CalibError;
 use npyz::{NpyFile, Order, TypeChar};
 use rtq_ir::{Tensor, TensorData};
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 /// Reads a whole `.npy` file.
@@ -17,15 +17,23 @@ pub(crate) fn read_npy(file: &Path) -> Result<Tensor, CalibError> {
 
 /// Reads every array of an `.npz` archive, in archive order, as `(name, tensor)`.
 pub(crate) fn read_npz(file: &Path) -> Result<Vec<(String, Tensor)>, CalibError> {
-    let decode_err = |reason: String| CalibError::Decode {
-        file: file.to_path_buf(),
-        reason,
-    };
     let f = std::fs::File::open(file).map_err(|source| CalibError::Io {
         path: file.to_path_buf(),
         source,
     })?;
-    let mut archive = npyz::npz::NpzArchive::new(std::io::BufReader::new(f))
+    decode_npz(std::io::BufReader::new(f), file)
+}
+
+/// Decodes every array of an `.npz` archive read from `reader` (`file` names it).
+pub(crate) fn decode_npz<R: Read + Seek>(
+    reader: R,
+    file: &Path,
+) -> Result<Vec<(String, Tensor)>, CalibError> {
+    let decode_err = |reason: String| CalibError::Decode {
+        file: file.to_path_buf(),
+        reason,
+    };
+    let mut archive = npyz::npz::NpzArchive::new(reader)
         .map_err(|e| decode_err(format!("not a valid .npz archive: {e}")))?;
     let zip = archive.zip_archive();
     let mut out = Vec::with_capacity(zip.len());
