@@ -6,7 +6,9 @@ calibrated on seeded random inputs: the timing, not the accuracy, is measured he
 each timed with `rtq bench` and with an onnxruntime session on the same input, the
 same number of threads (RAYON_NUM_THREADS / intra_op_num_threads), a warm-up, then
 median and p99 over at least `--duration` seconds. Prints one table per thread count
-with the ratios (> 1: rtq is slower).
+with the ratios (> 1: rtq is slower). rtq's INT8 model runs on its integer kernels
+(the default); the last column times it with `--float-qdq` (Q/DQ emulated in float)
+for comparison.
 
 usage: bench/latency_ort.py [--rtq target/release/rtq] [--threads 1,2] [--duration 2]
 """
@@ -60,10 +62,10 @@ def build_int8(rtq, model, name, shape, work):
     return os.path.join(out, f"{stem}_int8.onnx")
 
 
-def time_rtq(rtq, model, name, shape, threads, duration):
+def time_rtq(rtq, model, name, shape, threads, duration, extra=()):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     run = subprocess.run([rtq, "bench", model, "--backend", "cpu", "--duration", str(duration),
-                          "--shapes", f"{name}:{'x'.join(map(str, shape))}", "--json"],
+                          "--shapes", f"{name}:{'x'.join(map(str, shape))}", "--json", *extra],
                          capture_output=True, text=True, env=env)
     if run.returncode != 0:
         sys.exit(f"rtq bench {model} failed:\n{run.stderr}")
@@ -103,15 +105,18 @@ def main():
     for threads in [int(t) for t in args.threads.split(",")]:
         print(f"\n{threads} thread(s), median (p99) ms; ratio = rtq / onnxruntime")
         print("| model | rtq FP32 | onnxruntime FP32 | ratio | rtq INT8 | onnxruntime INT8 | ratio "
-              "| rtq INT8 / rtq FP32 |\n|---|---|---|---|---|---|---|---|")
+              "| rtq INT8 / rtq FP32 | rtq INT8 float-emulated (--float-qdq) |\n"
+              "|---|---|---|---|---|---|---|---|---|")
         for label, fp32, int8, name, shape in built:
             r32 = time_rtq(args.rtq, fp32, name, shape, threads, args.duration)
             o32 = time_ort(fp32, name, shape, threads, args.duration)
             r8 = time_rtq(args.rtq, int8, name, shape, threads, args.duration)
             o8 = time_ort(int8, name, shape, threads, args.duration)
+            e8 = time_rtq(args.rtq, int8, name, shape, threads, args.duration, ["--float-qdq"])
             cell = lambda t: f"{t[0]:.3g} ({t[1]:.3g})"  # noqa: E731
             print(f"| {label} | {cell(r32)} | {cell(o32)} | {r32[0] / o32[0]:.2f} | {cell(r8)} | "
-                  f"{cell(o8)} | {r8[0] / o8[0]:.2f} | {r8[0] / r32[0]:.2f} |", flush=True)
+                  f"{cell(o8)} | {r8[0] / o8[0]:.2f} | {r8[0] / r32[0]:.2f} | {cell(e8)} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@ pub struct BenchArgs {
     /// Replay inference through a CUDA graph (TensorRT).
     #[arg(long)]
     pub cuda_graph: bool,
+    /// CPU: execute Q/DQ patterns as written (float emulation) instead of integer
+    /// kernels, e.g. to measure what the integer kernels gain.
+    #[arg(long)]
+    pub float_qdq: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -52,6 +56,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         device: args.engine.device,
         cuda_graph: args.cuda_graph,
         build: args.engine.build_options(None)?,
+        integer_kernels: !args.float_qdq,
     };
     let mut engine = Engine::load(&args.model, &options)
         .with_context(|| format!("loading {}", args.model.display()))?;

@@ -32,6 +32,12 @@ fn is_default_domain(domain: &str) -> bool {
 
 /// The kernel for `node`, if its (domain, op type) is implemented.
 pub(crate) fn kernel_for(node: &Node) -> Option<Kernel> {
+    if node.domain == ops::integer::INTEGER_DOMAIN {
+        return ops::integer::KERNELS
+            .iter()
+            .find(|(op, _)| *op == node.op_type)
+            .map(|&(_, kernel)| kernel);
+    }
     if !is_default_domain(&node.domain) {
         return None;
     }

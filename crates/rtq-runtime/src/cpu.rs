@@ -81,6 +81,8 @@ pub(crate) struct CpuBackend {
     outputs: Vec<TensorInfo>,
     source: PathBuf,
     nodes: usize,
+    /// Nodes lowered to integer kernels at load.
+    integer_ops: usize,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -107,15 +109,25 @@ impl CpuBackend {
     ///
     /// Nodes whose inputs are all constants are computed once here, not at every run
     /// (models that build their weights with `ConstantOfShape` or reshape constant
-    /// tensors at run time would otherwise redo it per inference).
-    pub(crate) fn load(path: &Path) -> Result<CpuBackend, RuntimeError> {
+    /// tensors at run time would otherwise redo it per inference). With
+    /// `integer_kernels`, INT8 Q/DQ patterns become integer ops first (see
+    /// [`rtq_exec::lower_to_integer`]) where the CPU has VNNI or AVX2.
+    pub(crate) fn load(path: &Path, integer_kernels: bool) -> Result<CpuBackend, RuntimeError> {
         let failed = |message: String| RuntimeError::ModelLoad {
             path: path.to_path_buf(),
             message,
         };
         let mut graph = rtq_frontend::load_model(path).map_err(|e| failed(e.to_string()))?;
+        let isa = rtq_exec::igemm::Isa::detect();
+        let integer_ops = if integer_kernels && isa != rtq_exec::igemm::Isa::Portable {
+            rtq_exec::lower_to_integer(&mut graph, isa).len()
+        } else {
+            0
+        };
         fold_constants(&mut graph).map_err(|e| failed(e.to_string()))?;
-        CpuBackend::from_graph(&graph, path)
+        let mut backend = CpuBackend::from_graph(&graph, path)?;
+        backend.integer_ops = integer_ops;
+        Ok(backend)
     }
 
     /// Plans an IR graph; `source` names it in messages.
@@ -144,6 +156,7 @@ impl CpuBackend {
             outputs,
             source: source.to_path_buf(),
             nodes: graph.node_count(),
+            integer_ops: 0,
         })
     }
 
@@ -161,7 +174,16 @@ impl InferBackend for CpuBackend {
     }
 
     fn description(&self) -> String {
-        format!("rtq CPU executor ({} nodes)", self.nodes)
+        if self.integer_ops > 0 {
+            format!(
+                "rtq CPU executor ({} nodes, {} on {} integer kernels)",
+                self.nodes,
+                self.integer_ops,
+                rtq_exec::igemm::Isa::detect().name()
+            )
+        } else {
+            format!("rtq CPU executor ({} nodes)", self.nodes)
+        }
     }
 
     fn inputs(&self) -> &[TensorInfo] {

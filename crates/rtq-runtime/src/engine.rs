@@ -47,10 +47,10 @@ impl Engine {
                         .to_string(),
                 })
             }
-            (Backend::Cpu, ModelFormat::Onnx) => load_cpu(path)?,
+            (Backend::Cpu, ModelFormat::Onnx) => load_cpu(path, options)?,
             (Backend::Auto, ModelFormat::Onnx) => {
                 if cfg!(feature = "cpu") || !cfg!(feature = "tensorrt") {
-                    load_cpu(path)?
+                    load_cpu(path, options)?
                 } else {
                     crate::tensorrt::load_onnx(path, options)?
                 }
@@ -123,11 +123,14 @@ impl Engine {
 }
 
 #[cfg(feature = "cpu")]
-fn load_cpu(path: &Path) -> Result<Box<dyn InferBackend>, RuntimeError> {
-    Ok(Box::new(crate::cpu::CpuBackend::load(path)?))
+fn load_cpu(path: &Path, options: &LoadOptions) -> Result<Box<dyn InferBackend>, RuntimeError> {
+    Ok(Box::new(crate::cpu::CpuBackend::load(
+        path,
+        options.integer_kernels,
+    )?))
 }
 
 #[cfg(not(feature = "cpu"))]
-fn load_cpu(_path: &Path) -> Result<Box<dyn InferBackend>, RuntimeError> {
+fn load_cpu(_path: &Path, _options: &LoadOptions) -> Result<Box<dyn InferBackend>, RuntimeError> {
     Err(RuntimeError::CpuNotBuilt)
 }

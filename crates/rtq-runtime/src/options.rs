@@ -50,6 +50,11 @@ pub struct LoadOptions {
     pub cuda_graph: bool,
     /// How to build an engine when an `.onnx` file is loaded on TensorRT.
     pub build: EngineBuildOptions,
+    /// CPU backend: run the INT8 Q/DQ patterns of a quantized model (DequantizeLinear
+    /// into Conv, MatMul, Gemm) as integer kernels (INT32 accumulation, VNNI or AVX2
+    /// chosen at run time) instead of float emulation. On by default; ignored on CPUs
+    /// with neither instruction set, where the float emulation is faster.
+    pub integer_kernels: bool,
 }
 
 impl Default for LoadOptions {
@@ -59,6 +64,7 @@ impl Default for LoadOptions {
             device: 0,
             cuda_graph: false,
             build: EngineBuildOptions::default(),
+            integer_kernels: true,
         }
     }
 }

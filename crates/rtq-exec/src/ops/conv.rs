@@ -16,6 +16,7 @@ use crate::ops::window::{valid_taps, Window};
 use crate::ops::winograd;
 use crate::par;
 use crate::registry::Kernel;
+use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::Tensor;
 
@@ -184,7 +185,14 @@ pub(crate) fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, ou
 /// Fills `col` (`kg x tp`, row-major) with the input patches of output positions
 /// `p0..p0 + tp`: row `(ci, kz, ky, kx)` holds, for each position, the input element
 /// under that kernel tap (0 in the padding).
-fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], parallel: bool) {
+pub(crate) fn im2col<T: Copy + Default + Send + Sync>(
+    xg: &[T],
+    win: &Window,
+    p0: usize,
+    tp: usize,
+    col: &mut [T],
+    parallel: bool,
+) {
     let [_, kh, kw] = win.kernel;
     let [id, ih, iw] = win.input;
     let [_, oh, ow] = win.output;
@@ -211,14 +219,14 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
             let iy =
                 (oy * win.stride[1] + ky * win.dilation[1]) as isize - win.pad_begin[1] as isize;
             if iz < 0 || iz >= id as isize || iy < 0 || iy >= ih as isize {
-                out.fill(0.0);
+                out.fill(T::default());
             } else {
                 let src = &xc[(iz as usize * ih + iy as usize) * iw..][..iw];
                 let lo = ox_lo.clamp(ox, ox + run) - ox;
                 let hi = ox_hi.clamp(ox, ox + run) - ox;
                 // Padding edges are a few elements: no `memset` call for them.
-                out[..lo].iter_mut().for_each(|o| *o = 0.0);
-                out[hi..].iter_mut().for_each(|o| *o = 0.0);
+                out[..lo].iter_mut().for_each(|o| *o = T::default());
+                out[hi..].iter_mut().for_each(|o| *o = T::default());
                 if lo < hi {
                     let first = ((ox + lo) * sw) as isize + off_x;
                     let first = first as usize;
@@ -245,7 +253,7 @@ fn im2col(xg: &[f32], win: &Window, p0: usize, tp: usize, col: &mut [f32], paral
 
 /// `dst[j] = src[j * step]` for every `j` of `dst`. Stride 2 (the common
 /// down-sampling case) reads `src` in pairs, which vectorises.
-fn gather_strided(dst: &mut [f32], src: &[f32], step: usize) {
+fn gather_strided<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
     if step == 2 {
         if let Some((last, head)) = dst.split_last_mut() {
             for (d, pair) in head.iter_mut().zip(src.chunks_exact(2)) {
@@ -264,51 +272,63 @@ fn gather_strided(dst: &mut [f32], src: &[f32], step: usize) {
 /// channel-multiplier convolutions): each output plane reads one input plane.
 /// `out` holds the bias planes (or zeros) on entry.
 fn depthwise(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
+    let (out_sp, ksz) = (p.win.output_size(), p.win.kernel_size());
+    let work = out.len() * ksz;
+    par::chunks_mut(out, out_sp, work, |plane, dst| {
+        depthwise_plane(x, w, p, plane, dst)
+    });
+}
+
+multiversioned! {
+    /// One output plane of a depthwise convolution (`dst` holds its bias or zeros).
+    fn depthwise_plane(x: &[f32], w: &[f32], p: &ConvProblem, plane: usize, dst: &mut [f32])
+        => depthwise_plane_body
+}
+
+#[inline(always)]
+fn depthwise_plane_body(x: &[f32], w: &[f32], p: &ConvProblem, plane: usize, dst: &mut [f32]) {
     let win = &p.win;
-    let (in_sp, out_sp, ksz) = (win.input_size(), win.output_size(), win.kernel_size());
+    let (in_sp, ksz) = (win.input_size(), win.kernel_size());
     let mult = p.m / p.group;
     let [_, kh, kw] = win.kernel;
     let [_, ih, iw] = win.input;
     let [od_n, oh_n, ow_n] = win.output;
-    let work = out.len() * ksz;
-    par::chunks_mut(out, out_sp, work, |plane, dst| {
-        let (ni, mo) = (plane / p.m, plane % p.m);
-        let ci = mo / mult;
-        let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
-        let wk = &w[mo * ksz..][..ksz];
-        for od in 0..od_n {
-            let (sz, z_lo, z_hi) = win.taps(0, od);
-            for oy in 0..oh_n {
-                let (sy, y_lo, y_hi) = win.taps(1, oy);
-                let row = &mut dst[(od * oh_n + oy) * ow_n..][..ow_n];
-                for kz in z_lo..z_hi {
-                    let iz = (sz + (kz * win.dilation[0]) as isize) as usize;
-                    for ky in y_lo..y_hi {
-                        let iy = (sy + (ky * win.dilation[1]) as isize) as usize;
-                        let src = &xp[(iz * ih + iy) * iw..][..iw];
-                        for kx in 0..kw {
-                            let wv = wk[(kz * kh + ky) * kw + kx];
-                            let off = (kx * win.dilation[2]) as isize - win.pad_begin[2] as isize;
-                            let (lo, hi) = valid_taps(off, win.stride[2], ow_n, iw as isize);
-                            let sw = win.stride[2];
-                            if sw == 1 {
-                                let first = (lo as isize + off) as usize;
-                                let s = &src[first..first + (hi - lo)];
-                                for (o, &v) in row[lo..hi].iter_mut().zip(s) {
-                                    *o += wv * v;
-                                }
-                            } else {
-                                for (ox, o) in row.iter_mut().enumerate().take(hi).skip(lo) {
-                                    let ix = ((ox * sw) as isize + off) as usize;
-                                    *o += wv * src[ix];
-                                }
+    let (ni, mo) = (plane / p.m, plane % p.m);
+    let ci = mo / mult;
+    let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
+    let wk = &w[mo * ksz..][..ksz];
+    for od in 0..od_n {
+        let (sz, z_lo, z_hi) = win.taps(0, od);
+        for oy in 0..oh_n {
+            let (sy, y_lo, y_hi) = win.taps(1, oy);
+            let row = &mut dst[(od * oh_n + oy) * ow_n..][..ow_n];
+            for kz in z_lo..z_hi {
+                let iz = (sz + (kz * win.dilation[0]) as isize) as usize;
+                for ky in y_lo..y_hi {
+                    let iy = (sy + (ky * win.dilation[1]) as isize) as usize;
+                    let src = &xp[(iz * ih + iy) * iw..][..iw];
+                    for kx in 0..kw {
+                        let wv = wk[(kz * kh + ky) * kw + kx];
+                        let off = (kx * win.dilation[2]) as isize - win.pad_begin[2] as isize;
+                        let (lo, hi) = valid_taps(off, win.stride[2], ow_n, iw as isize);
+                        let sw = win.stride[2];
+                        if sw == 1 {
+                            let first = (lo as isize + off) as usize;
+                            let s = &src[first..first + (hi - lo)];
+                            for (o, &v) in row[lo..hi].iter_mut().zip(s) {
+                                *o += wv * v;
+                            }
+                        } else {
+                            for (ox, o) in row.iter_mut().enumerate().take(hi).skip(lo) {
+                                let ix = ((ox * sw) as isize + off) as usize;
+                                *o += wv * src[ix];
                             }
                         }
                     }
                 }
             }
         }
-    });
+    }
 }
 
 #[cfg(test)]

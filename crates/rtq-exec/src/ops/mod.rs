@@ -17,6 +17,7 @@ mod cumsum;
 mod einsum;
 mod expand;
 mod gather;
+pub(crate) mod integer;
 mod matmul;
 mod nonzero;
 mod norm;

@@ -184,11 +184,35 @@ fn apply_axis(
     let (inp, out) = (dims[axis], taps.len());
     let mut result = vec![0.0f32; outer * out * inner];
     let work = result.len() * 2;
+    if inner == 1 {
+        // The last axis: one task per output row (a task per element costs more than
+        // the element).
+        par::chunks_mut(&mut result, out.max(1), work, |o, dst| {
+            let src = &data[o * inp..][..inp];
+            for (d, t) in dst.iter_mut().zip(taps) {
+                *d = match t {
+                    Taps::Extrapolate => extrapolation,
+                    Taps::Mix(mix) => match mix.as_slice() {
+                        &[(i, 1.0)] => src[i],
+                        mix => mix.iter().fold(0.0, |acc, &(i, w)| acc + w * src[i]),
+                    },
+                };
+            }
+        });
+        return result;
+    }
     par::chunks_mut(&mut result, inner.max(1), work, |row, dst| {
         let (o, k) = (row / out, row % out);
         match &taps[k] {
             Taps::Extrapolate => dst.fill(extrapolation),
             Taps::Mix(mix) => {
+                if let &[(i, w)] = mix.as_slice() {
+                    if w == 1.0 {
+                        // Nearest: a copy.
+                        dst.copy_from_slice(&data[(o * inp + i) * inner..][..inner]);
+                        return;
+                    }
+                }
                 dst.fill(0.0);
                 for &(i, w) in mix {
                     let src = &data[(o * inp + i) * inner..][..inner];

@@ -1,0 +1,198 @@
+//! Integer kernels for Q/DQ patterns (domain [`INTEGER_DOMAIN`]), placed by
+//! [`crate::lower_to_integer`]:
+//!
+//! * `IntegerConv(Xq, x_scale, Wq, w_scale, B?)`: a Conv (group 1) of INT8 activations
+//!   and INT8 weights, INT32 accumulation, f32 output `acc * x_scale * w_scale[m] + B[m]`.
+//! * `IntegerMatMul(Xq, x_scale, Wq, w_scale, B?)` (attribute `transB`): `Xq` (`[..., K]`)
+//!   times constant `Wq` (`[K, N]`, or `[N, K]` with `transB`), same epilogue per column.
+//!
+//! Scales are per tensor (`x_scale`) and per tensor or per output channel (`w_scale`);
+//! zero points are 0 (symmetric), which the lowering checks.
+
+use crate::ctx::OpCtx;
+use crate::igemm::{igemm, Epilogue, Isa, PackedWeights, Strided};
+use crate::memo::derived;
+use crate::ops::conv::im2col;
+use crate::ops::window::Window;
+use crate::registry::Kernel;
+use crate::ExecError;
+use rtq_ir::{Tensor, TensorData};
+
+/// The domain of rtq's integer ops (never written to a model file).
+pub const INTEGER_DOMAIN: &str = "ai.rtq";
+
+/// Integer kernels by op type (domain [`INTEGER_DOMAIN`]).
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[
+    ("IntegerConv", integer_conv),
+    ("IntegerMatMul", integer_matmul),
+];
+
+/// Attribute naming the instruction set a lowered node's weights are packed for.
+pub(crate) const ISA_ATTR: &str = "rtq_isa";
+
+/// The INT8 data of input `slot`.
+fn i8_input<'a>(ctx: &OpCtx<'a>, slot: usize) -> Result<(&'a Tensor, &'a [i8]), ExecError> {
+    let t = ctx.input(slot)?;
+    match t.data() {
+        TensorData::I8(v) => Ok((t, v)),
+        other => Err(ctx.err(format!("input {slot} must be int8, got {}", other.dtype()))),
+    }
+}
+
+/// The instruction set the node asks for (the best available by default).
+fn isa(ctx: &OpCtx<'_>) -> Result<Isa, ExecError> {
+    let name = ctx.attr_str(ISA_ATTR, "")?;
+    if name.is_empty() {
+        return Ok(Isa::detect());
+    }
+    Isa::available()
+        .into_iter()
+        .find(|i| i.name() == name)
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "instruction set `{name}` is not available on this CPU"
+            ))
+        })
+}
+
+/// The combined per-row scales `x_scale * w_scale[m]` (inputs 1 and 3) and the
+/// optional bias (input 4), checked against `m` rows.
+fn epilogue_terms(ctx: &OpCtx<'_>, m: usize) -> Result<(Vec<f32>, Option<Vec<f32>>), ExecError> {
+    let sx = ctx.float_input(1)?;
+    let sw = ctx.float_input(3)?;
+    if sx.len() != 1 || (sw.len() != 1 && sw.len() != m) {
+        return Err(ctx.err(format!(
+            "x_scale must be a scalar and w_scale a scalar or {m} values, got {} and {}",
+            sx.len(),
+            sw.len()
+        )));
+    }
+    let bias = ctx.opt_float_input(4)?.map(|b| b.into_owned());
+    if bias.as_ref().is_some_and(|b| b.len() != m) {
+        return Err(ctx.err(format!("bias must have {m} values")));
+    }
+    let scale = (0..m)
+        .map(|r| sx[0] * sw[if sw.len() == 1 { 0 } else { r }])
+        .collect();
+    Ok((scale, bias))
+}
+
+fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let (x, xs) = i8_input(ctx, 0)?;
+    let (w, ws) = i8_input(ctx, 2)?;
+    if x.rank() < 3 || w.rank() != x.rank() || w.shape()[1] != x.shape()[1] {
+        return Err(ctx.err(format!(
+            "X of shape {:?} and W of shape {:?} do not make a group-1 convolution",
+            x.shape(),
+            w.shape()
+        )));
+    }
+    let (n, c, m) = (x.shape()[0], x.shape()[1], w.shape()[0]);
+    let win = Window::resolve(ctx, &x.shape()[2..], &w.shape()[2..], true, false)?;
+    let k = c * win.kernel_size();
+    let a = Strided {
+        data: ws,
+        row: k,
+        col: 1,
+    };
+    let (scale, bias) = epilogue_terms(ctx, m)?;
+    let isa = isa(ctx)?;
+    let weights = derived(ctx.memo(), || PackedWeights::new(isa, a, m, k));
+    let (in_sp, out_sp) = (win.input_size(), win.output_size());
+    let mut out = vec![0f32; n * m * out_sp];
+    let ep = Epilogue {
+        scale: &scale,
+        bias: bias.as_deref(),
+        row: out_sp,
+        col: 1,
+    };
+    let pointwise = win.is_pointwise();
+    let mut col = if pointwise {
+        Vec::new()
+    } else {
+        vec![0i8; k * out_sp]
+    };
+    for ni in 0..n {
+        let img = &xs[ni * c * in_sp..][..c * in_sp];
+        let dst = &mut out[ni * m * out_sp..][..m * out_sp];
+        let b = if pointwise {
+            Strided {
+                data: img,
+                row: out_sp,
+                col: 1,
+            }
+        } else {
+            im2col(img, &win, 0, out_sp, &mut col, true);
+            Strided {
+                data: &col,
+                row: out_sp,
+                col: 1,
+            }
+        };
+        igemm(&weights, b, out_sp, &ep, dst);
+    }
+    let mut shape = vec![n, m];
+    shape.extend(win.output_dims());
+    Ok(vec![Tensor::from_f32(shape, out)])
+}
+
+fn integer_matmul(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let (x, xs) = i8_input(ctx, 0)?;
+    let (w, ws) = i8_input(ctx, 2)?;
+    let trans_b = ctx.attr_int("transB", 0)? != 0;
+    if x.rank() < 1 || w.rank() != 2 {
+        return Err(ctx.err(format!(
+            "X of shape {:?} and W of shape {:?}: W must be a matrix",
+            x.shape(),
+            w.shape()
+        )));
+    }
+    let (k, nn) = if trans_b {
+        (w.shape()[1], w.shape()[0])
+    } else {
+        (w.shape()[0], w.shape()[1])
+    };
+    let kx = *x.shape().last().expect("rank >= 1");
+    if kx != k {
+        return Err(ctx.err(format!(
+            "X of shape {:?} cannot multiply W of shape {:?}{}",
+            x.shape(),
+            w.shape(),
+            if trans_b { " (transposed)" } else { "" }
+        )));
+    }
+    let rows = x.shape()[..x.rank() - 1].iter().product::<usize>();
+    // A(j, kk) = W(kk, j), or W(j, kk) transposed.
+    let a = if trans_b {
+        Strided {
+            data: ws,
+            row: k,
+            col: 1,
+        }
+    } else {
+        Strided {
+            data: ws,
+            row: 1,
+            col: nn,
+        }
+    };
+    let (scale, bias) = epilogue_terms(ctx, nn)?;
+    let isa = isa(ctx)?;
+    let weights = derived(ctx.memo(), || PackedWeights::new(isa, a, nn, k));
+    let mut out = vec![0f32; rows * nn];
+    let ep = Epilogue {
+        scale: &scale,
+        bias: bias.as_deref(),
+        row: 1,
+        col: nn,
+    };
+    let b = Strided {
+        data: xs,
+        row: 1,
+        col: k,
+    };
+    igemm(&weights, b, rows, &ep, &mut out);
+    let mut shape = x.shape()[..x.rank() - 1].to_vec();
+    shape.push(nn);
+    Ok(vec![Tensor::from_f32(shape, out)])
+}

@@ -1,0 +1,118 @@
+//! The CPU runtime's integer kernels on whole quantized models: an INT8 build loaded
+//! with them (the default) computes what the float emulation of its Q/DQ nodes
+//! computes, up to the emulation's f32 rounding, on the bundled model, PP-OCR cls and
+//! PP-OCRv4 det (the last two from `rapidocr-onnxruntime`, when installed).
+
+mod common;
+
+use common::*;
+use rtq_runtime::{Engine, HostTensor, LoadOptions};
+use rtq_test_support::python_package_path;
+use std::path::Path;
+
+/// Seeded inputs of `shape`, roughly in [-2, 2].
+fn input(shape: &[usize], seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..shape.iter().product::<usize>())
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 22) as f32 - 2.0
+        })
+        .collect()
+}
+
+/// Builds `model` in INT8 (entropy, calibrated on `shape` inputs) and checks the
+/// integer-kernel run against the float emulation on three inputs; returns the
+/// integer-kernel engine's description.
+fn check(model: &Path, stem: &str, name: &str, shape: &[usize]) -> String {
+    let calib = tempfile::tempdir().unwrap();
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    make_inputs(calib.path(), &dims.join("x"), 6, 2);
+    let out = tempfile::tempdir().unwrap();
+    compile_ok(
+        model,
+        out.path(),
+        &[
+            "--int8",
+            "--calib",
+            calib.path().to_str().unwrap(),
+            "--calib-method",
+            "entropy",
+            "--quiet",
+        ],
+    );
+    let int8 = out.path().join(format!("{stem}_int8.onnx"));
+    let load = |integer_kernels| {
+        Engine::load(
+            &int8,
+            &LoadOptions {
+                integer_kernels,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let (mut integer, mut emulated) = (load(true), load(false));
+    for seed in 0..3 {
+        let x = HostTensor::from_f32(name, shape.to_vec(), &input(shape, seed)).unwrap();
+        let got = integer.infer(std::slice::from_ref(&x)).unwrap();
+        let want = emulated.infer(&[x]).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            let (g, w) = (g.to_f32_vec().unwrap(), w.to_f32_vec().unwrap());
+            let range = w.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+            let worst = g
+                .iter()
+                .zip(&w)
+                .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            let dot: f64 = g.iter().zip(&w).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let norm = |v: &[f32]| v.iter().map(|a| *a as f64 * *a as f64).sum::<f64>().sqrt();
+            let cosine = dot / (norm(&g) * norm(&w)).max(1e-30);
+            eprintln!(
+                "{stem} seed {seed}: cosine {cosine:.8}, max diff {worst:.3e} of range {range:.3e}"
+            );
+            // A value that lands on a rounding boundary of a later QuantizeLinear can
+            // move one step there: allowed rarely, so bounded by the cosine.
+            assert!(
+                cosine > 0.99999 && worst <= 0.05 * range,
+                "{stem} seed {seed}: cosine {cosine}, max diff {worst} of range {range}"
+            );
+        }
+    }
+    integer.description()
+}
+
+fn uses_integer_kernels(description: &str) {
+    if rtq_exec::igemm::Isa::detect() != rtq_exec::igemm::Isa::Portable {
+        assert!(description.contains("integer kernels"), "{description}");
+    }
+}
+
+#[test]
+fn bundled_model_integer_kernels_match_the_float_emulation() {
+    let d = check(&demo_model(), "tinyresnet", "input", &[1, 3, 32, 32]);
+    uses_integer_kernels(&d);
+}
+
+#[test]
+fn pp_ocr_models_integer_kernels_match_the_float_emulation() {
+    if let Some(cls) = python_package_path(
+        "rapidocr_onnxruntime",
+        "models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+    ) {
+        let d = check(
+            &cls,
+            "ch_ppocr_mobile_v2.0_cls_infer",
+            "x",
+            &[1, 3, 48, 192],
+        );
+        uses_integer_kernels(&d);
+    }
+    if let Some(det) =
+        python_package_path("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx")
+    {
+        let d = check(&det, "ch_PP-OCRv4_det_infer", "x", &[1, 3, 96, 96]);
+        uses_integer_kernels(&d);
+    }
+}
