@@ -133,16 +133,28 @@ def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
     stem = os.path.splitext(os.path.basename(model))[0]
     rows = [("FP32", model)]
     for method in methods:
-        out = os.path.join(work, method)
-        run = subprocess.run([rtq, "compile", model, "--int8", "--calib", calib_dir,
-                              "--calib-method", method, "-o", out, "--quiet"],
+        out = os.path.join(work, method.replace("+", "_").replace(":", "_"))
+        # `fp8` / `fp8+fp16` (`:METHOD` names a calibrator): FP8 E4M3 builds, by default
+        # with `auto`; others: INT8.
+        if method.startswith("fp8"):
+            precision, _, calibrator = method.partition(":")
+            flags = ["--fp8"] + (["--fp16"] if precision.endswith("+fp16") else [])
+            flags += ["--calib-method", calibrator] if calibrator else []
+            label = "rtq FP8 " + (calibrator or "default (auto)")
+            label += ", FP16 elsewhere" if "fp16" in precision else ""
+            suffix = "_fp8_fp16" if "fp16" in precision else "_fp8"
+        else:
+            flags = ["--int8", "--calib-method", method]
+            label = "rtq INT8 default (auto)" if method == "auto" else f"rtq INT8 {method}"
+            suffix = "_int8"
+        run = subprocess.run([rtq, "compile", model, *flags, "--calib", calib_dir,
+                              "-o", out, "--quiet"],
                              capture_output=True, text=True)
         if run.returncode != 0:
             sys.exit(f"rtq ({method}) failed:\n{run.stderr}")
-        label = "rtq INT8 default (auto)" if method == "auto" else f"rtq INT8 {method}"
-        if method == "auto":
+        if method in ("auto", "fp8"):
             describe_choice(os.path.join(out, "report.json"))
-        rows.append((label, os.path.join(out, f"{stem}_int8.onnx")))
+        rows.append((label, os.path.join(out, f"{stem}{suffix}.onnx")))
     if not no_ort:
         from onnxruntime.quantization import (CalibrationDataReader, QuantFormat,
                                               QuantType, quantize_static)
@@ -172,7 +184,8 @@ def bench_args(calib, eval_, seed):
     ap.add_argument("--seed", type=int, default=seed)
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime's quantizer")
     ap.add_argument("--methods", default=",".join(METHODS),
-                    help="rtq methods to build, comma separated")
+                    help="rtq INT8 methods to build, comma separated; `fp8` and `fp8+fp16` "
+                         "add FP8 E4M3 builds")
     return ap.parse_args()
 
 

@@ -9,7 +9,7 @@
 use anyhow::{Context, Result};
 use rtq_calib::{CalibrationSet, InputSpec};
 use rtq_emit::{LayerError, PerLayerReport};
-use rtq_ir::{DType, Graph, ValueId};
+use rtq_ir::{DType, Graph, QuantGrid, ValueId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -48,7 +48,9 @@ fn sqnr_db(signal: f64, noise: f64) -> f64 {
 
 /// The INT8 scale of every tensor the candidate quantizes directly (`QuantizeLinear`
 /// on the tensor with a constant scalar scale), by tensor name.
-fn quantized_tensors(candidate: &Graph) -> HashMap<String, f32> {
+/// Each quantized tensor's scale and grid (INT8 or FP8, from the QuantizeLinear's
+/// output type).
+fn quantized_tensors(candidate: &Graph) -> HashMap<String, (f32, QuantGrid)> {
     candidate
         .nodes()
         .filter(|(_, n)| n.op_type == "QuantizeLinear")
@@ -56,15 +58,10 @@ fn quantized_tensors(candidate: &Graph) -> HashMap<String, f32> {
             let x = n.input(0)?;
             let scale = candidate.constant(n.input(1)?)?;
             let scale = (scale.len() == 1).then(|| scale.to_f32_vec()[0])?;
-            Some((candidate.value(x).name.clone(), scale))
+            let grid = QuantGrid::of_dtype(candidate.value(n.outputs[0]).dtype?)?;
+            Some((candidate.value(x).name.clone(), (scale, grid)))
         })
         .collect()
-}
-
-/// `x` through a symmetric INT8 Q/DQ pair of `scale` (round half to even, saturating
-/// to [-128, 127] as ONNX's QuantizeLinear does).
-pub(crate) fn fake_quantize(x: f32, scale: f32) -> f32 {
-    (x / scale).round_ties_even().clamp(-128.0, 127.0) * scale
 }
 
 /// Float values a run computes, by name.
@@ -114,8 +111,8 @@ pub fn per_layer(
                     s.reference += a64 * a64;
                     s.candidate += b64 * b64;
                     s.error += (a64 - b64) * (a64 - b64);
-                    if let Some(scale) = scale {
-                        let d = a64 - fake_quantize(a, scale) as f64;
+                    if let Some((scale, grid)) = scale {
+                        let d = a64 - grid.fake_quantize(a, scale) as f64;
                         s.local_error += d * d;
                     }
                 }
@@ -129,7 +126,7 @@ pub fn per_layer(
 /// The tensors in the candidate's topological order, with the first diverging one.
 fn report(
     candidate: &Graph,
-    scales: &HashMap<String, f32>,
+    scales: &HashMap<String, (f32, QuantGrid)>,
     sums: &HashMap<String, Sums>,
 ) -> PerLayerReport {
     let rank: HashMap<rtq_ir::NodeId, usize> = candidate
@@ -202,10 +199,11 @@ mod tests {
 
     #[test]
     fn fake_quantization_rounds_half_to_even_and_saturates() {
-        assert_eq!(fake_quantize(0.25, 0.5), 0.0);
-        assert_eq!(fake_quantize(0.75, 0.5), 1.0);
-        assert_eq!(fake_quantize(1000.0, 1.0), 127.0);
-        assert_eq!(fake_quantize(-1000.0, 1.0), -128.0);
+        let int8 = QuantGrid::Int8;
+        assert_eq!(int8.fake_quantize(0.25, 0.5), 0.0);
+        assert_eq!(int8.fake_quantize(0.75, 0.5), 1.0);
+        assert_eq!(int8.fake_quantize(1000.0, 1.0), 127.0);
+        assert_eq!(int8.fake_quantize(-1000.0, 1.0), -128.0);
         assert_eq!(sqnr_db(100.0, 1.0), 20.0);
         assert_eq!(sqnr_db(1.0, 0.0), f64::INFINITY);
     }

@@ -11,10 +11,9 @@
 //! summed over the calibration samples and over the tensor's consumers. Each tensor
 //! takes its candidate of least error (ties: the first candidate in `order`).
 
-use crate::diagnose::fake_quantize;
 use anyhow::{Context, Result};
 use rtq_calib::{CalibMethod, CalibrationSet, InputSpec};
-use rtq_ir::{Graph, NodeId, QuantParams, ScaleFormat, Tensor, ValueId};
+use rtq_ir::{Graph, NodeId, QuantGrid, QuantParams, ScaleFormat, Tensor, ValueId};
 use rtq_passes::quant::Int8Plan;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -99,7 +98,7 @@ pub fn choose_per_tensor(
                         return;
                     };
                     let c = &mut consumers[i];
-                    if let Err(e) = measure(reference, c, t, &held, &amax_of, format) {
+                    if let Err(e) = measure(reference, c, t, &held, &amax_of, (plan.grid, format)) {
                         failure = Some(e);
                         return;
                     }
@@ -155,7 +154,7 @@ fn measure(
     output: &Tensor,
     held: &HashMap<ValueId, Arc<Tensor>>,
     amax_of: &dyn Fn(ValueId) -> Vec<f32>,
-    format: ScaleFormat,
+    (grid, format): (QuantGrid, ScaleFormat),
 ) -> Result<()> {
     let node = reference.node(c.node);
     let exact = output.to_f32_vec();
@@ -184,10 +183,13 @@ fn measure(
                 edge.error[k] = edge.error[same];
                 continue;
             }
-            let scale = QuantParams::int8(amax).stored_scale(format);
+            let scale = QuantParams::new(grid, amax).stored_scale(format);
             let quantized = Tensor::from_f32(
                 original.shape().to_vec(),
-                values.iter().map(|&x| fake_quantize(x, scale)).collect(),
+                values
+                    .iter()
+                    .map(|&x| grid.fake_quantize(x, scale))
+                    .collect(),
             );
             let mut refs: Vec<Option<&Tensor>> = inputs.iter().map(|t| t.as_deref()).collect();
             refs[edge.slot] = Some(&quantized);

@@ -1,7 +1,8 @@
 //! Every mode on every model: the nine light models of the `onnx` wheel and the three
 //! PP-OCR models of `rapidocr-onnxruntime`, each built with `--fp16`, `--int8` (the
 //! default `auto`, then each calibrator: entropy, max, percentile, mse) and
-//! `--int8 --fp16`. Every output must pass onnx.checker's full check, load and run in
+//! `--int8 --fp16`, and FP8 E4M3 (`--fp8` from the saved statistics, `--fp8 --fp16` on
+//! the data with every accuracy remedy). Every output must pass onnx.checker's full check, load and run in
 //! onnxruntime and stay close to the FP32 original on held-out inputs. (The light
 //! models' weights are constants, so their outputs barely vary: for them this checks
 //! the conversion, not accuracy; labeled accuracy lives in `bench/` and the encoder
@@ -67,6 +68,18 @@ fn modes(calib: &Path, stats: &Path) -> Vec<Mode> {
     modes.push(Mode {
         name: "int8-auto",
         args: s(&["--int8", "--calib", &calib, "--holdout", "1"]),
+        min_cosine: 0.9,
+    });
+    // FP8 from the same statistics (auto starts from max), and as TensorRT runs it
+    // fastest: FP8 with FP16 everywhere else, calibrated on the data.
+    modes.push(Mode {
+        name: "fp8",
+        args: s(&["--fp8", "--stats", &stats]),
+        min_cosine: 0.9,
+    });
+    modes.push(Mode {
+        name: "fp8-fp16",
+        args: s(&["--fp8", "--fp16", "--calib", &calib, "--holdout", "1"]),
         min_cosine: 0.9,
     });
     modes

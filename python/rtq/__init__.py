@@ -155,6 +155,7 @@ def compile(  # noqa: A001 - the command's name
     calib: Any = None,
     *,
     int8: bool = False,
+    fp8: bool = False,
     fp16: bool = False,
     calib_method: str = "auto",
     out_dir: Union[str, "os.PathLike[str]"] = "out",
@@ -172,7 +173,9 @@ def compile(  # noqa: A001 - the command's name
             once, appended to one temporary sample pack (in ``spool_dir``, default the
             system's temporary directory), read from there and deleted afterwards.
         int8: quantize to INT8 with Q/DQ nodes (needs ``calib``, ``stats`` or ``calib_cache``).
-        fp16: convert to FP16 (with ``int8``: FP16 wherever INT8 is not).
+        fp8: quantize to FP8 E4M3 with Q/DQ nodes instead (needs ``calib`` or ``stats``).
+        fp16: convert to FP16 (with ``int8`` or ``fp8``: FP16 wherever they are not);
+            ``high_precision="bf16"`` converts to BF16 instead.
         calib_method: ``auto``, ``entropy``, ``max``, ``percentile``, ``mse`` or ``per-tensor``.
         out_dir: output directory (created if missing).
         name: file stem of an in-memory model.
@@ -205,7 +208,7 @@ def compile(  # noqa: A001 - the command's name
                 str(model_path),
                 str(out_dir),
                 None if calib_dir is None else str(calib_dir),
-                dict(options, int8=int8, fp16=fp16, calib_method=calib_method),
+                dict(options, int8=int8, fp8=fp8, calib_method=calib_method, **({"fp16": True} if fp16 else {})),
                 callback,
                 terminal,
             )

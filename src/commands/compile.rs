@@ -45,11 +45,24 @@ pub struct CompileArgs {
     /// Convert weights and activations to FP16. With --int8: a mixed INT8/FP16 build,
     /// where everything not quantized to INT8 (activations, biases, Q/DQ scales) is FP16
     /// (ONNX opset 19), as TensorRT's strongly typed networks run it.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "high_precision")]
     pub fp16: bool,
+    /// The type of everything not quantized (ModelOpt's `high_precision_dtype`):
+    /// `fp32` (default), `fp16` (same as --fp16) or `bf16` (FP32's range with 8
+    /// significant bits: no FP16 overflow, where FP16 would need guards; opset 19 for
+    /// BF16 Q/DQ scales in --int8/--fp8 builds). BF16 builds run in rtq's runtime and on
+    /// TensorRT; onnxruntime's CPU provider has BF16 kernels for few ops.
+    #[arg(long, value_name = "TYPE", value_parser = ["fp32", "fp16", "bf16"])]
+    pub high_precision: Option<String>,
     /// Quantize to INT8 with explicit Q/DQ nodes (needs --calib).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fp8")]
     pub int8: bool,
+    /// Quantize to FP8 E4M3 with explicit Q/DQ nodes (FLOAT8E4M3FN, opset 19; scales
+    /// amax / 448; TensorRT on GPUs of compute capability 8.9 and later). Same placement
+    /// as --int8; with --fp16 everything else is FP16, as TensorRT runs FP8 fastest.
+    /// No calibration cache is written (TensorRT's caches are INT8 only). Needs --calib.
+    #[arg(long)]
+    pub fp8: bool,
     /// Directory of calibration samples (.npy, .npz, .png, .jpg), or a .rtqpack sample pack.
     #[arg(long, value_name = "DIR")]
     pub calib: Option<PathBuf>,
@@ -233,8 +246,10 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
     let mut opts = CompileOptions::new(&args.model, &args.out);
     opts.set_method(args.calib_method);
     Ok(CompileOptions {
-        fp16: args.fp16,
+        fp16: args.fp16 || args.high_precision.as_deref() == Some("fp16"),
+        bf16: args.high_precision.as_deref() == Some("bf16"),
         int8: args.int8,
+        fp8: args.fp8,
         calib_dir: args.calib.clone(),
         bias_correction: flag_pair(args.bias_correction, args.no_bias_correction),
         equalize: flag_pair(args.equalize, args.no_equalize),

@@ -46,7 +46,7 @@ pub fn run(args: InspectArgs) -> Result<()> {
         }
         println!("  weights: {} bytes", report.weight_bytes_total);
         for (dtype, n) in &report.weight_bytes {
-            println!("    {dtype:<10} {n} bytes");
+            println!("    {dtype:<12} {n} bytes");
         }
         if let Some(r) = report.weight_ratio_vs_baseline {
             println!("  weights are {:.1}% of the baseline's", 100.0 * r);

@@ -2,12 +2,12 @@
 //! sets, ranges observed on the former (every float activation: the Q/DQ plan needs a
 //! subset, the TensorRT cache wants them all), and the cache.
 
-use super::{Build, Flow, Optimized, Precision, Stage};
+use super::{Build, Flow, HalfType, Optimized, Stage};
 use crate::calibrate::{calibrate, CalibrationResult};
 use anyhow::{bail, Context, Result};
 use rtq_calib::{AllMethodsCalibrator, CalibMethod, CalibrationCache, CalibrationSet};
 use rtq_emit::TensorRange;
-use rtq_ir::{DType, Graph, QuantParams, ScaleFormat, ValueId};
+use rtq_ir::{DType, Graph, QuantGrid, QuantParams, ScaleFormat, ValueId};
 use rtq_passes::quant::{plan_int8, Int8Options, Int8Plan};
 use std::collections::BTreeMap;
 
@@ -91,19 +91,26 @@ pub fn float_activations(graph: &Graph) -> Vec<ValueId> {
 }
 
 impl Build<'_> {
+    /// The grid the build quantizes to (INT8 where it quantizes nothing).
+    pub(super) fn grid(&self) -> QuantGrid {
+        self.opts.precision().grid().unwrap_or_default()
+    }
+
     /// The format the INT8 scales are stored in: FP16 in mixed builds, whose FP16
     /// conversion then stores them without rounding.
     pub(super) fn scale_format(&self) -> ScaleFormat {
-        match self.opts.precision() {
-            Precision::Int8Fp16 => ScaleFormat::F16,
-            _ => ScaleFormat::F32,
+        match self.opts.precision().half {
+            Some(HalfType::Fp16) => ScaleFormat::F16,
+            Some(HalfType::Bf16) => ScaleFormat::BF16,
+            None => ScaleFormat::F32,
         }
     }
 
-    /// The INT8 transform's options: the user's, with the build's scale format.
+    /// The Q/DQ transform's options: the user's, with the build's grid and scale format.
     pub(super) fn int8_options(&self) -> Int8Options {
         Int8Options {
             scale_format: self.scale_format(),
+            grid: self.grid(),
             sample_shapes: self.sample_shapes.get().cloned().unwrap_or_default(),
             ..self.opts.int8_opts.clone()
         }
@@ -123,7 +130,7 @@ impl Build<'_> {
         };
         let graph = &optimized.graph;
         let precision = opts.precision();
-        let nothing_to_observe = !precision.is_int8() && !precision.has_fp16();
+        let nothing_to_observe = !precision.is_quantized() && !precision.has_half();
         if nothing_to_observe
             || (set.is_none() && opts.stats.is_empty() && opts.calib_cache.is_none())
         {
@@ -132,12 +139,14 @@ impl Build<'_> {
                 set,
                 calib_files,
                 held_out,
-                method: RangeSource::Method(opts.calib_method),
+                method: RangeSource::Method(opts.first_method()),
                 result: None,
                 plan: None,
             }));
         }
-        if let (true, Some(set), Some(&first)) = (precision.is_int8(), &set, calib_files.first()) {
+        if let (true, Some(set), Some(&first)) =
+            (precision.is_quantized(), &set, calib_files.first())
+        {
             self.note_sample_shapes(graph, set, first);
         }
         let (plan, method, mut result) = if let Some(cache) = &opts.calib_cache {
@@ -146,8 +155,9 @@ impl Build<'_> {
             let result = CalibrationResult::from_ranges(ranges);
             (Some(covered), opts.calib_method, result)
         } else {
-            let plan = if precision.is_int8() {
-                Some(plan_int8(graph, &self.int8_options()).context("planning INT8 quantization")?)
+            let plan = if precision.is_quantized() {
+                let what = format!("planning {} quantization", precision.name());
+                Some(plan_int8(graph, &self.int8_options()).context(what)?)
             } else {
                 None
             };
@@ -157,15 +167,15 @@ impl Build<'_> {
             } else {
                 let targets = float_activations(graph);
                 let split = set.as_ref().map(|s| (s, &calib_files[..], &held_out[..]));
-                let method = opts.calib_method;
+                let method = opts.first_method();
                 (method, self.load_stats(graph, &targets, method, split)?)
             };
             (plan, method, result)
         };
         let method = if opts.calib_cache.is_some() {
             RangeSource::Imported
-        } else if opts.per_tensor_ranges && precision.is_int8() {
-            let plan = plan.as_ref().expect("INT8 builds plan");
+        } else if opts.per_tensor_ranges && precision.is_quantized() {
+            let plan = plan.as_ref().expect("quantized builds plan");
             self.per_tensor_ranges(graph, plan, set.as_ref(), &calib_files, &mut result)?;
             RangeSource::PerTensor
         } else {
@@ -175,8 +185,12 @@ impl Build<'_> {
             self.save_stats(path, graph, &result, set, &calib_files)?;
         }
         let mut files = Vec::new();
-        if precision.is_int8() {
+        if precision.is_quantized() {
             self.report.ranges = self.tensor_ranges(graph, &result);
+        }
+        // TensorRT's calibration caches hold INT8 scales only (implicit quantization,
+        // TensorRT <= 10): FP8 builds carry their scales in the graph alone.
+        if precision.is_int8() {
             files.push(self.cache_file(graph, &result)?);
         }
         if opts.stops_after(Stage::Calibrate) {
@@ -248,9 +262,9 @@ impl Build<'_> {
         files: &[usize],
     ) -> Result<(CalibMethod, CalibrationResult)> {
         let opts = self.opts;
-        let int8 = opts.precision().is_int8();
+        let int8 = opts.precision().is_quantized();
         let method = if int8 {
-            opts.calib_method
+            opts.first_method()
         } else {
             CalibMethod::Max
         };
@@ -297,7 +311,7 @@ impl Build<'_> {
                 .expect("per-tensor builds keep every method's statistics")?;
             candidates.insert(method, ranges);
         }
-        let first = CalibMethod::default();
+        let first = self.opts.first_method();
         let order: Vec<CalibMethod> = std::iter::once(first)
             .chain(CalibMethod::ALL.into_iter().filter(|m| *m != first))
             .collect();
@@ -339,7 +353,7 @@ impl Build<'_> {
                     max: stats.max,
                     absmax: stats.absmax,
                     amax,
-                    scale: QuantParams::int8(amax).stored_scale(format),
+                    scale: QuantParams::new(self.grid(), amax).stored_scale(format),
                 }
             })
             .collect()

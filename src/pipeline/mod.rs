@@ -23,7 +23,7 @@ mod target;
 pub use calibration::{float_activations, split_files, Calibrated, RangeSource};
 pub use optimize::{Loaded, Optimized};
 pub use options::{
-    CompileOptions, MethodChoice, Precision, Shard, Stage, StopAfter, DEFAULT_TRT_VERSION,
+    CompileOptions, HalfType, MethodChoice, Precision, Shard, Stage, StopAfter, DEFAULT_TRT_VERSION,
 };
 pub use output::{prepare_out_dir, weight_bytes_by_dtype, write_outputs, write_report};
 pub use precision::Transformed;
@@ -85,7 +85,7 @@ impl<'a> Build<'a> {
             report: CompileReport {
                 rtq_version: env!("CARGO_PKG_VERSION").to_string(),
                 model: opts.model.display().to_string(),
-                precision: Precision::Fp32.name().into(),
+                precision: Precision::FP32.name(),
                 ..Default::default()
             },
             files: Vec::new(),

@@ -3,63 +3,113 @@
 
 use anyhow::{bail, Result};
 use rtq_calib::{CalibMethod, CalibOptions, DataOptions};
-use rtq_passes::quant::{Int8Options, NodeFilter, PRECISION_PASS_NAMES};
+use rtq_ir::{DType, QuantGrid};
+use rtq_passes::quant::{Int8Options, Int8QdqPass, NodeFilter, PRECISION_PASS_NAMES};
 use rtq_passes::OptimizeOptions;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-/// The numeric precision of a build.
+/// The half type of a build: what runs where nothing is quantized (`--fp16`,
+/// `--high-precision`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Precision {
-    /// Optimised FP32 (no precision transform).
-    Fp32,
-    /// FP16 conversion.
+pub enum HalfType {
+    /// IEEE half precision.
     Fp16,
-    /// INT8 Q/DQ with FP32 everywhere else.
-    Int8,
-    /// INT8 Q/DQ with FP16 everywhere else (Q/DQ scales included).
-    Int8Fp16,
+    /// bfloat16: FP32's range with 8 significant bits (no overflow to guard against).
+    Bf16,
+}
+
+impl HalfType {
+    /// The IR element type.
+    pub fn dtype(self) -> DType {
+        match self {
+            HalfType::Fp16 => DType::F16,
+            HalfType::Bf16 => DType::BF16,
+        }
+    }
+
+    /// Name in reports and file names (`fp16`, `bf16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            HalfType::Fp16 => "fp16",
+            HalfType::Bf16 => "bf16",
+        }
+    }
+}
+
+/// The numeric precision of a build: what is quantized (INT8 or FP8 Q/DQ, or nothing)
+/// and the type everything else computes in (FP32, or a half type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Precision {
+    /// The grid of the Q/DQ nodes, if the build quantizes.
+    pub grid: Option<QuantGrid>,
+    /// The type of everything not quantized; `None`: FP32.
+    pub half: Option<HalfType>,
 }
 
 impl Precision {
-    /// The precision `--int8` / `--fp16` ask for.
-    pub fn from_flags(int8: bool, fp16: bool) -> Precision {
-        match (int8, fp16) {
-            (false, false) => Precision::Fp32,
-            (false, true) => Precision::Fp16,
-            (true, false) => Precision::Int8,
-            (true, true) => Precision::Int8Fp16,
+    /// Optimised FP32 (no precision transform).
+    pub const FP32: Precision = Precision {
+        grid: None,
+        half: None,
+    };
+
+    /// The precision `--int8` / `--fp8` / `--fp16` ask for (`--int8` wins over `--fp8`;
+    /// [`CompileOptions::validate`] refuses the pair).
+    pub fn from_flags(int8: bool, fp8: bool, fp16: bool) -> Precision {
+        let grid = match (int8, fp8) {
+            (true, _) => Some(QuantGrid::Int8),
+            (false, true) => Some(QuantGrid::Fp8E4M3),
+            (false, false) => None,
+        };
+        Precision {
+            grid,
+            half: fp16.then_some(HalfType::Fp16),
         }
     }
 
-    /// Name in reports and model metadata (`fp32`, `fp16`, `int8`, `int8+fp16`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Precision::Fp32 => "fp32",
-            Precision::Fp16 => "fp16",
-            Precision::Int8 => "int8",
-            Precision::Int8Fp16 => "int8+fp16",
+    /// Name in reports and model metadata (`fp32`, `fp16`, `bf16`, `int8`,
+    /// `int8+fp16`, `fp8`, `fp8+bf16`, ...).
+    pub fn name(self) -> String {
+        match (self.grid, self.half) {
+            (None, None) => "fp32".into(),
+            (None, Some(h)) => h.name().into(),
+            (Some(g), None) => g.name().into(),
+            (Some(g), Some(h)) => format!("{}+{}", g.name(), h.name()),
         }
     }
 
-    /// Suffix of the emitted model's file name (`model_int8.onnx`).
-    pub fn file_suffix(self) -> &'static str {
-        match self {
-            Precision::Fp32 => "_opt",
-            Precision::Fp16 => "_fp16",
-            Precision::Int8 => "_int8",
-            Precision::Int8Fp16 => "_int8_fp16",
+    /// Suffix of the emitted model's file name (`model_int8.onnx`, `model_int8_fp16.onnx`).
+    pub fn file_suffix(self) -> String {
+        match self.grid.is_none() && self.half.is_none() {
+            true => "_opt".into(),
+            false => format!("_{}", self.name().replace('+', "_")),
         }
     }
 
-    /// Whether the build inserts INT8 Q/DQ (and so needs calibration data).
+    /// The grid a quantized build's Q/DQ use (`None`: no quantization).
+    pub fn grid(self) -> Option<QuantGrid> {
+        self.grid
+    }
+
+    /// Whether the build inserts Q/DQ (INT8 or FP8), and so needs calibration data.
+    pub fn is_quantized(self) -> bool {
+        self.grid.is_some()
+    }
+
+    /// Whether the build inserts INT8 Q/DQ.
     pub fn is_int8(self) -> bool {
-        matches!(self, Precision::Int8 | Precision::Int8Fp16)
+        self.grid == Some(QuantGrid::Int8)
     }
 
-    /// Whether the build converts to FP16.
-    pub fn has_fp16(self) -> bool {
-        matches!(self, Precision::Fp16 | Precision::Int8Fp16)
+    /// Whether the build is INT8 with FP32 everywhere else (what bias correction corrects).
+    pub fn is_int8_fp32(self) -> bool {
+        self.is_int8() && self.half.is_none()
+    }
+
+    /// Whether the build converts to a half type (FP16 or BF16).
+    pub fn has_half(self) -> bool {
+        self.half.is_some()
     }
 }
 
@@ -136,17 +186,22 @@ impl StopAfter {
             {
                 "this build calibrates nothing (no --calib)"
             }
-            StopAfter::Stage(Stage::Quantize) if precision == Precision::Fp32 => {
+            StopAfter::Stage(Stage::Quantize) if precision == Precision::FP32 => {
                 "an FP32 build has no precision transform (add --int8 or --fp16)"
             }
-            StopAfter::Pass(rtq_passes::quant::Int8QdqPass::NAME) if !precision.is_int8() => {
+            StopAfter::Pass(Int8QdqPass::NAME) if !precision.is_int8() => {
                 "this build inserts no INT8 Q/DQ (add --int8)"
+            }
+            StopAfter::Pass(Int8QdqPass::FP8_NAME)
+                if precision.grid() != Some(QuantGrid::Fp8E4M3) =>
+            {
+                "this build inserts no FP8 Q/DQ (add --fp8)"
             }
             StopAfter::Pass(rtq_passes::quant::EqualizePass::NAME) if !opts.equalizes() => {
                 "this build does not equalize (add --int8 --equalize, or --calib-method auto)"
             }
-            StopAfter::Pass(rtq_passes::quant::Fp16Pass::NAME) if !precision.has_fp16() => {
-                "this build converts nothing to FP16 (add --fp16)"
+            StopAfter::Pass(rtq_passes::quant::Fp16Pass::NAME) if !precision.has_half() => {
+                "this build converts nothing to FP16 or BF16 (add --fp16 or --high-precision bf16)"
             }
             StopAfter::Pass(pass) if opts.optimize.is_disabled(pass) => "that pass is disabled",
             _ => return Ok(()),
@@ -212,14 +267,21 @@ pub struct CompileOptions {
     pub model: PathBuf,
     /// Output directory.
     pub out_dir: PathBuf,
-    /// Convert to FP16.
+    /// Convert to FP16 (`--fp16`, `--high-precision fp16`).
     pub fp16: bool,
+    /// Convert to BF16 (`--high-precision bf16`).
+    pub bf16: bool,
     /// Quantize to INT8 (needs calibration data).
     pub int8: bool,
+    /// Quantize to FP8 E4M3 (needs calibration data).
+    pub fp8: bool,
     /// Calibration data directory.
     pub calib_dir: Option<PathBuf>,
-    /// Calibration method (the first one tried, with `method_search`).
+    /// Calibration method asked for (the first one tried, with `method_search`); see
+    /// [`CompileOptions::first_method`].
     pub calib_method: CalibMethod,
+    /// How `--calib-method` chooses.
+    pub method_choice: MethodChoice,
     /// When an INT8 build misses `accuracy_target`, compare every method's ranges
     /// (from the same statistics) and keep the best (`--calib-method auto`).
     pub method_search: bool,
@@ -313,9 +375,12 @@ impl CompileOptions {
             model: model.into(),
             out_dir: out_dir.into(),
             fp16: false,
+            bf16: false,
             int8: false,
+            fp8: false,
             calib_dir: None,
             calib_method: CalibMethod::default(),
+            method_choice: MethodChoice::Auto,
             method_search: false,
             bias_correction: None,
             equalize: None,
@@ -351,15 +416,38 @@ impl CompileOptions {
         };
         self.per_tensor_ranges = choice == MethodChoice::PerTensor;
         self.method_search = choice == MethodChoice::Auto;
+        self.method_choice = choice;
+    }
+
+    /// The calibration method the build starts from: the one `--calib-method` names;
+    /// with `auto` or `per-tensor`, entropy for INT8 and max for FP8 (whose steps grow
+    /// with the magnitude, so clipping outliers buys little precision near zero: NVIDIA
+    /// ModelOpt calibrates FP8 by max too).
+    pub fn first_method(&self) -> CalibMethod {
+        match (self.method_choice, self.precision().grid()) {
+            (MethodChoice::Fixed(method), _) => method,
+            (_, Some(QuantGrid::Fp8E4M3)) => CalibMethod::Max,
+            _ => self.calib_method,
+        }
     }
 
     /// The build's precision.
     pub fn precision(&self) -> Precision {
-        Precision::from_flags(self.int8, self.fp16)
+        let mut precision = Precision::from_flags(self.int8, self.fp8, self.fp16);
+        if self.bf16 {
+            precision.half = Some(HalfType::Bf16);
+        }
+        precision
     }
 
     /// Fails on option combinations that cannot work, before any work is done.
     pub fn validate(&self) -> Result<()> {
+        if self.int8 && self.fp8 {
+            bail!("--int8 and --fp8 are two quantized precisions: pick one");
+        }
+        if self.fp16 && self.bf16 {
+            bail!("--fp16 and --high-precision bf16 are two half types: pick one");
+        }
         if self.int8
             && self.calib_dir.is_none()
             && self.stats.is_empty()
@@ -372,11 +460,14 @@ impl CompileOptions {
         }
         self.validate_statistics()?;
         self.validate_cache()?;
+        if self.fp8 && self.calib_dir.is_none() && self.stats.is_empty() {
+            bail!("--fp8 needs calibration data: pass --calib DIR (or saved --stats FILE)");
+        }
         self.validate_equalize()?;
-        if self.bias_correction == Some(true) && (!self.int8 || self.fp16) {
+        if self.bias_correction == Some(true) && !self.precision().is_int8_fp32() {
             bail!(
                 "--bias-correction corrects INT8 builds with FP32 elsewhere (use --int8 without \
-                 --fp16)"
+                 --fp16 or --high-precision bf16)"
             );
         }
         let unknown = self.optimize.unknown_disabled();
@@ -388,9 +479,10 @@ impl CompileOptions {
             );
         }
         rtq_calib::trt_version_tag(&self.trt_version)?;
-        if self.strict_accuracy && self.precision() == Precision::Fp32 {
+        if self.strict_accuracy && self.precision() == Precision::FP32 {
             bail!(
-                "--strict-accuracy: an FP32 build has no accuracy to check (add --int8 or --fp16)"
+                "--strict-accuracy: an FP32 build has no accuracy to check (add --int8, --fp8 or \
+                 --fp16)"
             );
         }
         match self.stop_after {
@@ -405,7 +497,7 @@ impl CompileOptions {
     pub fn equalizes(&self) -> bool {
         self.equalize.unwrap_or(
             self.method_search
-                && self.int8
+                && self.precision().is_quantized()
                 && self.calib_dir.is_some()
                 && !self.keeps_statistics()
                 && self.calib_cache.is_none(),
@@ -421,7 +513,7 @@ impl CompileOptions {
     pub fn bias_correction(&self) -> (bool, bool) {
         match self.bias_correction {
             Some(forced) => (forced, forced),
-            None => (self.method_search && self.int8, false),
+            None => (self.method_search && self.precision().is_int8_fp32(), false),
         }
     }
 
@@ -434,6 +526,9 @@ impl CompileOptions {
         let cache = cache.display();
         if !self.int8 {
             bail!("--calib-cache {cache}: the cache gives INT8 ranges (add --int8)");
+        }
+        if self.fp8 {
+            bail!("--calib-cache {cache}: TensorRT caches hold INT8 scales, not FP8 ones");
         }
         let conflicts = [
             (!self.stats.is_empty(), "--stats"),
@@ -456,8 +551,8 @@ impl CompileOptions {
         if self.equalize != Some(true) {
             return Ok(());
         }
-        if !self.int8 {
-            bail!("--equalize: equalization prepares INT8 quantization (add --int8)");
+        if !self.precision().is_quantized() {
+            bail!("--equalize: equalization prepares quantization (add --int8 or --fp8)");
         }
         if self.calib_dir.is_none() {
             bail!("--equalize measures channel ranges on calibration data: pass --calib DIR");
@@ -483,8 +578,8 @@ impl CompileOptions {
         } else {
             return Ok(());
         };
-        if !self.int8 {
-            bail!("{flag}: statistics are INT8 calibration's (add --int8)");
+        if !self.precision().is_quantized() {
+            bail!("{flag}: statistics are calibration's (add --int8 or --fp8)");
         }
         if !self.stats.is_empty() && (self.save_stats.is_some() || self.shard.is_some()) {
             bail!(
@@ -539,14 +634,48 @@ mod tests {
 
     #[test]
     fn precision_follows_the_flags() {
-        assert_eq!(Precision::from_flags(false, false), Precision::Fp32);
-        assert_eq!(Precision::from_flags(true, true).name(), "int8+fp16");
+        assert_eq!(Precision::from_flags(false, false, false), Precision::FP32);
+        assert_eq!(Precision::FP32.file_suffix(), "_opt");
+        let mixed = Precision::from_flags(true, false, true);
+        assert_eq!(mixed.name(), "int8+fp16");
+        assert_eq!(mixed.file_suffix(), "_int8_fp16");
+        assert!(mixed.is_int8() && mixed.has_half());
+        let fp16 = Precision::from_flags(false, false, true);
+        assert!(!fp16.is_int8() && fp16.grid().is_none() && fp16.name() == "fp16");
+        assert!(!Precision::from_flags(true, false, false).has_half());
+        let fp8 = Precision::from_flags(false, true, true);
         assert_eq!(
-            Precision::from_flags(true, true).file_suffix(),
-            "_int8_fp16"
+            (fp8.name().as_str(), fp8.file_suffix().as_str()),
+            ("fp8+fp16", "_fp8_fp16")
         );
-        assert!(Precision::Int8Fp16.is_int8() && Precision::Int8Fp16.has_fp16());
-        assert!(!Precision::Fp16.is_int8() && !Precision::Int8.has_fp16());
+        assert!(fp8.is_quantized() && !fp8.is_int8() && fp8.has_half());
+        assert_eq!(fp8.grid(), Some(QuantGrid::Fp8E4M3));
+        let bf16 = Precision {
+            grid: Some(QuantGrid::Fp8E4M3),
+            half: Some(HalfType::Bf16),
+        };
+        assert_eq!(
+            (bf16.name().as_str(), bf16.file_suffix().as_str()),
+            ("fp8+bf16", "_fp8_bf16")
+        );
+    }
+
+    #[test]
+    fn fp8_starts_from_max_unless_a_method_is_named() {
+        let mut opts =
+            CompileOptions::new(std::path::Path::new("m.onnx"), std::path::Path::new("o"));
+        opts.fp8 = true;
+        assert_eq!(opts.first_method(), CalibMethod::Max);
+        opts.set_method(MethodChoice::Fixed(CalibMethod::Entropy));
+        assert_eq!(opts.first_method(), CalibMethod::Entropy);
+        opts.fp8 = false;
+        opts.int8 = true;
+        opts.set_method(MethodChoice::Auto);
+        assert_eq!(opts.first_method(), CalibMethod::Entropy);
+        opts.fp8 = true;
+        opts.calib_dir = Some("d".into());
+        let err = opts.validate().unwrap_err().to_string();
+        assert!(err.contains("--int8 and --fp8"), "{err}");
     }
 
     #[test]

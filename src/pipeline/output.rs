@@ -24,7 +24,8 @@ pub fn weight_bytes_by_dtype(graph: &Graph) -> BTreeMap<DType, usize> {
 pub(super) fn count_weight_bytes(graph: &Graph, float_only: bool) -> usize {
     weight_bytes_by_dtype(graph)
         .into_iter()
-        .filter(|(dtype, _)| !float_only || dtype.is_float())
+        // FP8 is a quantized storage type here, not one of the float originals.
+        .filter(|(dtype, _)| !float_only || (dtype.is_float() && *dtype != DType::F8E4M3))
         .map(|(_, n)| n)
         .sum()
 }
@@ -36,7 +37,7 @@ impl Build<'_> {
         let (Some(set), false) = (&calibrated.set, calibrated.held_out.is_empty()) else {
             return Ok(());
         };
-        if self.opts.precision() == Precision::Fp32 {
+        if self.opts.precision() == Precision::FP32 {
             return Ok(());
         }
         let accuracy = crate::accuracy::evaluate(

@@ -7,7 +7,7 @@ use super::{Build, Calibrated, Flow, Optimized, Stage};
 use anyhow::{Context, Result};
 use rtq_calib::RangeStats;
 use rtq_emit::QuantSummary;
-use rtq_ir::{Graph, ValueId};
+use rtq_ir::{DType, Graph, ValueId};
 use rtq_passes::quant::{Fp16Options, Fp16Pass, Int8QdqPass, INT8_WEIGHTED_OPS};
 use rtq_passes::{InferShapes, Pass};
 
@@ -36,7 +36,7 @@ impl Build<'_> {
             _ => None,
         };
         let mut fp16 = precision
-            .has_fp16()
+            .has_half()
             .then(|| Fp16Pass::new(self.fp16_options(observed)));
         let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
         if let Some(pass) = int8.as_mut() {
@@ -53,6 +53,7 @@ impl Build<'_> {
         if let (Some(pass), Some(result)) = (int8.as_ref(), calibrated.result.as_ref()) {
             let summary = pass.summary().expect("the INT8 pass runs first");
             self.report.quantization = Some(QuantSummary {
+                grid: precision.grid().unwrap_or_default().name().to_string(),
                 method: calibrated.method.name().to_string(),
                 samples: result.samples,
                 quantized_nodes: summary.quantized_nodes,
@@ -64,7 +65,7 @@ impl Build<'_> {
                     .and_then(|plan| int8_mac_share(&optimized.graph, plan)),
                 skipped: summary.skipped.clone(),
             });
-            self.report.precision = "int8".into();
+            self.report.precision = precision.grid().unwrap_or_default().name().into();
             let in_bodies = weighted_ops_in_bodies(&optimized.graph);
             if in_bodies > 0 {
                 self.report.warnings.push(format!(
@@ -76,18 +77,19 @@ impl Build<'_> {
         }
         if let Some(summary) = fp16.as_ref().and_then(Fp16Pass::summary) {
             self.report.passes["fp16"] = serde_json::to_value(summary)?;
-            self.report.precision = precision.name().into();
+            self.report.precision = precision.name();
         }
         self.lap("quantize");
         if self.opts.stops_after(Stage::Quantize) || last_ran.is_some() {
             self.report.graph.nodes_out = graph.node_count();
             let suffix = match last_ran.as_deref() {
-                Some(Int8QdqPass::NAME) => "_int8",
+                Some(Int8QdqPass::NAME) => "_int8".to_string(),
+                Some(Int8QdqPass::FP8_NAME) => "_fp8".to_string(),
                 _ => precision.file_suffix(),
             };
             let files = std::mem::take(&mut self.files);
             return self
-                .stop(&graph, suffix, files)
+                .stop(&graph, &suffix, files)
                 .map(|out| Flow::Stop(Box::new(out)));
         }
         rtq_ir::verify(&graph).context("verifying the final graph")?;
@@ -106,7 +108,8 @@ impl Build<'_> {
             exclude: self.opts.fp16_exclude.clone(),
             keep_io_types: self.opts.fp16_keep_io,
             observed_absmax: observed.iter().map(|(v, s)| (*v, s.absmax)).collect(),
-            half_qdq: self.opts.precision().is_int8(),
+            half_qdq: self.opts.precision().is_quantized(),
+            half: self.opts.precision().half.map_or(DType::F16, |h| h.dtype()),
             ..Default::default()
         }
     }

@@ -29,7 +29,7 @@ impl Build<'_> {
     /// where allowed; records the verdict (and any warning) in the report.
     pub fn meet_target(&mut self, transformed: Transformed) -> Result<Transformed> {
         let precision = self.opts.precision();
-        if precision == Precision::Fp32 {
+        if precision == Precision::FP32 {
             return Ok(transformed);
         }
         let Some(accuracy) = self.report.accuracy.last().cloned() else {
@@ -52,12 +52,12 @@ impl Build<'_> {
             target,
             misses: target.misses(&accuracy),
             method: precision
-                .is_int8()
+                .is_quantized()
                 .then(|| transformed.calibrated.method.name().to_string()),
             ..Default::default()
         };
         let mut transformed = transformed;
-        let searchable = precision.is_int8()
+        let searchable = precision.is_quantized()
             && self.opts.method_search
             && transformed
                 .calibrated
@@ -84,7 +84,7 @@ impl Build<'_> {
             check.misses = target.misses(accuracy);
         }
         let (try_bias, forced) = self.opts.bias_correction();
-        if precision == Precision::Int8 && try_bias && (forced || remedied) {
+        if precision.is_int8_fp32() && try_bias && (forced || remedied) {
             transformed = self.correct_biases(transformed, &mut check, forced)?;
             let accuracy = self.report.accuracy.last().expect("evaluated");
             check.misses = target.misses(accuracy);
@@ -97,7 +97,7 @@ impl Build<'_> {
                 accuracy.samples,
                 check.misses.join("; ")
             );
-            if precision.is_int8() {
+            if precision.is_quantized() {
                 let layers = self.diagnose(&transformed)?;
                 if !layers.most_sensitive.is_empty() {
                     let worst: Vec<&str> = layers
@@ -170,7 +170,9 @@ impl Build<'_> {
         calibrated.method = method;
         let result = calibrated.result.as_ref().expect("INT8 builds calibrate");
         self.report.ranges = self.tensor_ranges(&reference.graph, result);
-        self.files = vec![self.cache_file(&reference.graph, result)?];
+        if self.opts.precision().is_int8() {
+            self.files = vec![self.cache_file(&reference.graph, result)?];
+        }
         self.rebuild(reference, calibrated)
     }
 

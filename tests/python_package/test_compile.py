@@ -54,6 +54,22 @@ def test_in_memory_model_proto_and_dict_samples(tmp_path, fp32_session):
     assert cosine(run_ort(result.model_path, x), fp32_session.run(None, {"input": x})[0]) > 0.99
 
 
+def test_fp8_from_a_generator_runs_in_the_engine(tmp_path, fp32_session):
+    result = rtq.compile(MODEL, calib=calibration_arrays(), fp8=True, fp16=True,
+                         out_dir=tmp_path, progress=False)
+    assert result.model_path.name == "tinyresnet_fp8_fp16.onnx"
+    assert result.report["precision"] == "fp8+fp16"
+    assert not any(p.suffix == ".cache" for p in result.paths)
+    onnx.checker.check_model(str(result.model_path), full_check=True)
+    engine = rtq.Engine(result.model_path)
+    for x in list(calibration_arrays())[:4]:
+        expected = fp32_session.run(None, {"input": x})[0]
+        assert cosine(engine.run({"input": x})["probabilities"], expected) > 0.99
+    with pytest.raises(rtq.OptionsError, match="--int8 and --fp8"):
+        rtq.compile(MODEL, calib=CALIB, int8=True, fp8=True, out_dir=tmp_path / "x",
+                    progress=False)
+
+
 def test_bytes_model_fp16_without_data(tmp_path):
     result = rtq.compile(MODEL.read_bytes(), fp16=True, out_dir=tmp_path, progress=False)
     assert result.model_path.name == "model_fp16.onnx"

@@ -140,14 +140,14 @@ fn summary(s: &mut String, report: &CompileReport) {
             format!("{} on {} samples", q.method, q.samples),
         ));
         rows.push((
-            "int8",
+            if q.grid == "fp8" { "fp8" } else { "int8" },
             format!(
                 "{} nodes quantized, {} activation Q/DQ, {} per-channel weights{}",
                 q.quantized_nodes,
                 q.activation_qdq,
                 q.weight_qdq,
                 q.int8_mac_share.map_or(String::new(), |m| format!(
-                    ", {:.1}% of MACs in INT8",
+                    ", {:.1}% of MACs quantized",
                     100.0 * m
                 ))
             ),
@@ -281,7 +281,7 @@ fn remedies(s: &mut String, report: &CompileReport) {
         let _ = write!(
             s,
             "<p>Fallback: {} of {planned} quantized nodes back in high precision ({left} left \
-             in INT8); trials (nodes reverted: margin): {}</p>",
+             quantized); trials (nodes reverted: margin): {}</p>",
             check.fallback.len(),
             esc(&check
                 .fallback_trials
@@ -300,7 +300,7 @@ fn remedies(s: &mut String, report: &CompileReport) {
             .collect();
         let _ = write!(
             s,
-            "<p>Most sensitive nodes (error against FP32 with the node alone in INT8): {}</p>",
+            "<p>Most sensitive nodes (error against FP32 with the node alone quantized): {}</p>",
             esc(&worst.join(", "))
         );
     }

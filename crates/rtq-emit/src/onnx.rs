@@ -424,6 +424,65 @@ mod tests {
     }
 
     #[test]
+    fn fp8_tensors_are_raw_bytes_of_type_17() {
+        use rtq_ir::{TensorData, F8E4M3};
+        let codes = [0x38u8, 0xFE, 0x01, 0x7F, 0x80, 0x7E];
+        let mut g = Graph::new("g", 19);
+        let q = g.add_input("q", DType::F8E4M3, vec![Dim::Known(2)]);
+        let w = g.add_constant(
+            "w",
+            Tensor::new(
+                vec![2, 3],
+                TensorData::F8E4M3(codes.iter().map(|&c| F8E4M3::from_bits(c)).collect()),
+            )
+            .unwrap(),
+        );
+        let s = g.add_constant("s", Tensor::from_f32(vec![2], vec![0.5, 0.25]));
+        let mut axis = BTreeMap::new();
+        axis.insert("axis".to_string(), Attr::Int(0));
+        let wd = g.add_value("wd", Some(DType::F32), Some(vec![Dim::Known(2); 2]));
+        g.add_node(
+            "dq",
+            "DequantizeLinear",
+            vec![Some(w), Some(s)],
+            vec![wd],
+            axis,
+        );
+        let qi = g.add_value("qi", Some(DType::F8E4M3), Some(vec![Dim::Known(2)]));
+        g.add_node("id", "Identity", vec![Some(q)], vec![qi], BTreeMap::new());
+        g.outputs.extend([wd, qi]);
+        let opts = EmitOptions {
+            value_info: true,
+            ..Default::default()
+        };
+        let model = to_model_proto(&g, &opts).unwrap();
+        assert_eq!(model.opset_import[0].version, Some(19));
+        assert_eq!(model.ir_version, Some(9));
+        let gp = model.graph.as_ref().unwrap();
+        let init = gp
+            .initializer
+            .iter()
+            .find(|t| t.name.as_deref() == Some("w"))
+            .unwrap();
+        assert_eq!(init.data_type, Some(17));
+        assert_eq!(init.dims, vec![2, 3]);
+        assert_eq!(init.raw_data.as_deref(), Some(&codes[..]));
+        assert!(init.int32_data.is_empty());
+        let elem = |v: &ValueInfoProto| match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(t)) => t.elem_type,
+            _ => None,
+        };
+        assert_eq!(elem(&gp.input[0]), Some(17));
+        let out = gp.output.iter().find(|o| o.name.as_deref() == Some("qi"));
+        assert_eq!(out.and_then(elem), Some(17));
+        // And back: the frontend reads the same graph.
+        let back = rtq_frontend::load_model_bytes(&to_model_bytes(&g, &opts).unwrap()).unwrap();
+        assert_eq!(rtq_ir::dump(&back), rtq_ir::dump(&g));
+        let w_back = back.constant(back.value_by_name("w").unwrap()).unwrap();
+        assert_eq!(w_back.to_le_bytes(), codes);
+    }
+
+    #[test]
     fn opset_18_reductions_take_axes_as_input() {
         let g = small_graph(18);
         let model = to_model_proto(&g, &EmitOptions::default()).unwrap();

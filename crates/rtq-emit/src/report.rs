@@ -80,9 +80,11 @@ pub struct GraphSummary {
     pub weight_bytes_out: usize,
 }
 
-/// What the INT8 pass did.
+/// What the Q/DQ pass (INT8 or FP8) did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct QuantSummary {
+    /// The quantized type: `int8` or `fp8` (E4M3).
+    pub grid: String,
     /// Calibration method.
     pub method: String,
     /// Calibration samples used.
@@ -94,7 +96,8 @@ pub struct QuantSummary {
     /// Weights quantized per channel.
     pub weight_qdq: usize,
     /// Share of the weighted ops' multiply-accumulates (Conv, ConvTranspose, Gemm,
-    /// MatMul) that run in INT8; `None` where shapes are unknown.
+    /// MatMul) that run quantized (INT8 or FP8, despite the name); `None` where shapes
+    /// are unknown.
     pub int8_mac_share: Option<f64>,
     /// Nodes left in float, with the reason.
     pub skipped: Vec<(String, String)>,
@@ -343,9 +346,9 @@ impl CompileReport {
         if let Some(q) = &self.quantization {
             let _ = writeln!(
                 s,
-                "  int8: {} calibration on {} samples; {} nodes quantized ({} activation Q/DQ, {} per-channel weights), {} left in float{}",
-                q.method, q.samples, q.quantized_nodes, q.activation_qdq, q.weight_qdq, q.skipped.len(),
-                q.int8_mac_share.map_or(String::new(), |m| format!("; {:.1}% of MACs in INT8", 100.0 * m))
+                "  {}: {} calibration on {} samples; {} nodes quantized ({} activation Q/DQ, {} per-channel weights), {} left in float{}",
+                q.grid, q.method, q.samples, q.quantized_nodes, q.activation_qdq, q.weight_qdq, q.skipped.len(),
+                q.int8_mac_share.map_or(String::new(), |m| format!("; {:.1}% of MACs quantized", 100.0 * m))
             );
         }
         if let Some(line) = self.equalization_line() {
@@ -456,7 +459,7 @@ fn render_fallback(s: &mut String, check: &AccuracyCheck) {
     let (planned, kept) = check.quantized_nodes;
     let _ = writeln!(
         s,
-        "  fallback: {} of {planned} quantized nodes back to high precision ({kept} still INT8), \
+        "  fallback: {} of {planned} quantized nodes back to high precision ({kept} still quantized), \
          {} models judged:",
         check.fallback.len(),
         check.fallback_trials.len()

@@ -266,9 +266,9 @@ macro_rules! impl_storage {
 }
 
 impl_storage!(
-    f32 => F32, half::f16 => F16, half::bf16 => BF16, f64 => F64, i8 => I8, u8 => U8,
-    i16 => I16, u16 => U16, i32 => I32, u32 => U32, i64 => I64, u64 => U64, bool => Bool,
-    Vec<u8> => String,
+    f32 => F32, half::f16 => F16, half::bf16 => BF16, rtq_ir::F8E4M3 => F8E4M3, f64 => F64,
+    i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32, i64 => I64,
+    u64 => U64, bool => Bool, Vec<u8> => String,
 );
 
 /// Runs `$body` with `$T` naming the element type of `$data` (any type) and `$v` bound
@@ -286,6 +286,10 @@ macro_rules! with_any {
             }
             rtq_ir::TensorData::BF16($v) => {
                 type $T = half::bf16;
+                $body
+            }
+            rtq_ir::TensorData::F8E4M3($v) => {
+                type $T = rtq_ir::F8E4M3;
                 $body
             }
             rtq_ir::TensorData::F64($v) => {
@@ -339,7 +343,7 @@ pub(crate) use with_any;
 
 /// Runs `$body` with `$v` bound to the elements of a numeric [`TensorData`] (`f32`,
 /// `f64` and the integer types; `$T` names the element type), or evaluates `$other`
-/// for any other type (f16, bf16, bool, string).
+/// for any other type (f16, bf16, FP8, bool, string).
 macro_rules! with_numeric {
     ($data:expr, $T:ident, $v:ident => $body:expr, _ => $other:expr) => {
         match $data {
@@ -399,6 +403,7 @@ macro_rules! map_any {
             rtq_ir::TensorData::F32($v) => rtq_ir::TensorData::F32($body),
             rtq_ir::TensorData::F16($v) => rtq_ir::TensorData::F16($body),
             rtq_ir::TensorData::BF16($v) => rtq_ir::TensorData::BF16($body),
+            rtq_ir::TensorData::F8E4M3($v) => rtq_ir::TensorData::F8E4M3($body),
             rtq_ir::TensorData::F64($v) => rtq_ir::TensorData::F64($body),
             rtq_ir::TensorData::I8($v) => rtq_ir::TensorData::I8($body),
             rtq_ir::TensorData::U8($v) => rtq_ir::TensorData::U8($body),
@@ -428,6 +433,9 @@ macro_rules! map_any2 {
             }
             (rtq_ir::TensorData::BF16($a), rtq_ir::TensorData::BF16($b)) => {
                 rtq_ir::TensorData::BF16($body)
+            }
+            (rtq_ir::TensorData::F8E4M3($a), rtq_ir::TensorData::F8E4M3($b)) => {
+                rtq_ir::TensorData::F8E4M3($body)
             }
             (rtq_ir::TensorData::F64($a), rtq_ir::TensorData::F64($b)) => {
                 rtq_ir::TensorData::F64($body)

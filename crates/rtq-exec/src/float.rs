@@ -2,6 +2,7 @@
 //! result back in the input's float type, so an FP16 graph is emulated with a rounding
 //! to half precision at every op boundary.
 
+use crate::fp8::{f8_to_f32, f8_vec_from_f32};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rtq_ir::{DType, Tensor, TensorData};
@@ -23,12 +24,14 @@ pub(crate) fn f32_view(t: &Tensor) -> Option<Cow<'_, [f32]>> {
             Cow::Owned(out)
         }
         TensorData::F64(v) => Cow::Owned(v.iter().map(|&x| x as f32).collect()),
+        TensorData::F8E4M3(v) => Cow::Owned(v.iter().map(|&x| f8_to_f32(x)).collect()),
         _ => return None,
     })
 }
 
-/// Storage of float type `dtype` holding `values` rounded to that type. `dtype` must be
-/// a float type; any other type yields `f32` storage.
+/// Storage of float type `dtype` holding `values` rounded to that type (FP8 saturates
+/// to ±448, as ONNX's Cast does by default). `dtype` must be a float type; any other
+/// type yields `f32` storage.
 pub(crate) fn from_f32(dtype: DType, values: Vec<f32>) -> TensorData {
     match dtype {
         DType::F16 => {
@@ -42,6 +45,7 @@ pub(crate) fn from_f32(dtype: DType, values: Vec<f32>) -> TensorData {
             TensorData::BF16(out)
         }
         DType::F64 => TensorData::F64(values.into_iter().map(f64::from).collect()),
+        DType::F8E4M3 => TensorData::F8E4M3(f8_vec_from_f32(&values, true)),
         _ => TensorData::F32(values),
     }
 }

@@ -9,7 +9,9 @@
 //! other opsets). Float kernels accept f32, f16, bf16 and f64 tensors, compute in f32 and
 //! write their outputs in the input's float type, so an FP16 graph is emulated with a
 //! rounding to half precision at every op boundary. Integer tensors are supported where
-//! ONNX models use them (shape arithmetic, indices, comparisons, Q/DQ).
+//! ONNX models use them (shape arithmetic, indices, comparisons, Q/DQ). FP8 E4M3
+//! (`FLOAT8E4M3FN`) tensors go through Cast, QuantizeLinear, DequantizeLinear and the
+//! data-movement ops, as ONNX allows.
 //!
 //! Convolutions (im2col, or Winograd F(2x2, 3x3) for 3x3 stride-1 ones) and matrix
 //! products run on the `gemm` crate's SGEMM; elementwise, pooling and data-movement
@@ -23,6 +25,7 @@ mod elem;
 mod error;
 mod feeds;
 mod float;
+mod fp8;
 mod gemm;
 pub mod igemm;
 mod lower;

@@ -467,6 +467,45 @@ mod tests {
     }
 
     #[test]
+    fn fp8_patterns_are_not_lowered() {
+        use rtq_ir::F8E4M3;
+        let (c, m, hw) = (4, 6, 5);
+        let w = values(m * c * 9, 12, 0.3);
+        let (wq, sw) = quantize_rows(&w, m);
+        let int8 = qdq_graph(
+            "Conv",
+            &[1, c, hw, hw],
+            wq.clone(),
+            &[m, c, 3, 3],
+            sw.clone(),
+            0,
+            None,
+            conv_attrs(1, 1),
+        );
+        let x = || Tensor::from_f32(vec![1, c, hw, hw], values(c * hw * hw, 13, 1.0));
+        // The INT8 graph lowers; each FP8 variant (activations, weights, both) does not.
+        check(&int8, x(), true);
+        let fp8_zero = Tensor::new(vec![], TensorData::F8E4M3(vec![F8E4M3::ZERO])).unwrap();
+        let fp8_weights = Tensor::new(
+            vec![m, c, 3, 3],
+            TensorData::F8E4M3(wq.iter().map(|&q| F8E4M3::from_f32(f32::from(q))).collect()),
+        )
+        .unwrap();
+        for (activations, weights) in [(true, false), (false, true), (true, true)] {
+            let mut g = int8.clone();
+            if activations {
+                let zx = g.value_by_name("zx").unwrap();
+                g.set_constant(zx, fp8_zero.clone());
+            }
+            if weights {
+                let wq = g.value_by_name("wq").unwrap();
+                g.set_constant(wq, fp8_weights.clone());
+            }
+            check(&g, x(), false);
+        }
+    }
+
+    #[test]
     fn patterns_outside_the_integer_rules_stay_as_written() {
         // Per-channel scales on the wrong axis of a MatMul weight (rows, not columns).
         let (k, n) = (8, 4);

@@ -3,7 +3,7 @@
 //! an error, but must never panic (malformed models must not crash the compiler).
 
 use half::f16;
-use rtq_ir::{Attr, Node, Tensor, TensorData};
+use rtq_ir::{Attr, Node, Tensor, TensorData, F8E4M3};
 use rtq_test_support::{node, Rng};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -36,7 +36,15 @@ fn pool() -> Vec<Tensor> {
         Tensor::new(vec![2, 2], TensorData::F16(vec![f16::ONE; 4])).unwrap(),
         Tensor::new(vec![1], TensorData::String(vec![b"x".to_vec()])).unwrap(),
         Tensor::new(vec![2], TensorData::I32(vec![0, 1])).unwrap(),
+        fp8(&[2, 2], &[0x7F, 0x80, 0x7E, 0x38]),
+        fp8(&[], &[0x00]),
     ]
+}
+
+/// An FP8 tensor of `codes`.
+fn fp8(shape: &[usize], codes: &[u8]) -> Tensor {
+    let v = codes.iter().map(|&c| F8E4M3::from_bits(c)).collect();
+    Tensor::new(shape.to_vec(), TensorData::F8E4M3(v)).unwrap()
 }
 
 fn attr_sets() -> Vec<Vec<(&'static str, Attr)>> {
@@ -74,6 +82,11 @@ fn attr_sets() -> Vec<Vec<(&'static str, Attr)>> {
             ("size", Attr::Int(3)),
         ],
         vec![("value", Attr::Tensor(Tensor::from_i64(vec![2], vec![1, 2])))],
+        vec![
+            ("to", Attr::Int(17)),
+            ("saturate", Attr::Int(0)),
+            ("output_dtype", Attr::Int(17)),
+        ],
     ]
 }
 
@@ -114,6 +127,49 @@ fn no_op_panics_on_malformed_inputs() {
         }
     }
     assert!(evaluations > 5000);
+    assert!(
+        panics.is_empty(),
+        "{} evaluations panicked:\n{}",
+        panics.len(),
+        panics.join("\n")
+    );
+}
+
+#[test]
+fn no_op_panics_on_fp8_inputs() {
+    // Every op on FP8 tensors (NaN, -0.0, 448 among them) alone, in pairs and mixed
+    // with f32 and integer tensors, under every attribute set.
+    let a = fp8(&[2, 3], &[0x7F, 0x80, 0x7E, 0xFE, 0xFF, 0x38]);
+    let b = fp8(&[3], &[0x01, 0x00, 0x40]);
+    let s = fp8(&[], &[0x00]);
+    let f = Tensor::from_f32(vec![2, 3], vec![0.5, -1.0, 448.0, 500.0, f32::NAN, 0.0]);
+    let i = Tensor::from_i64(vec![1], vec![1]);
+    let combos: [&[&Tensor]; 7] = [
+        &[&a],
+        &[&a, &b],
+        &[&a, &s, &s],
+        &[&f, &s],
+        &[&f, &f, &s],
+        &[&a, &i],
+        &[&b, &f, &s],
+    ];
+    let mut panics = Vec::new();
+    for op in rtq_exec::supported_ops() {
+        for set in attr_sets() {
+            for inputs in combos {
+                let picks: Vec<Option<&Tensor>> = inputs.iter().map(|&t| Some(t)).collect();
+                let n = node(op, &set, 1);
+                let result = catch_unwind(AssertUnwindSafe(|| rtq_exec::eval_node(&n, &picks)));
+                if result.is_err() {
+                    let desc: Vec<String> = inputs
+                        .iter()
+                        .map(|t| format!("{}{:?}", t.dtype(), t.shape()))
+                        .collect();
+                    panics.push(format!("{op} inputs {desc:?} attrs {set:?}"));
+                }
+            }
+        }
+    }
     assert!(
         panics.is_empty(),
         "{} evaluations panicked:\n{}",

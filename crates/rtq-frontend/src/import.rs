@@ -511,6 +511,85 @@ mod tests {
         }
     }
 
+    fn typed_value(name: &str, elem_type: i32) -> ValueInfoProto {
+        ValueInfoProto {
+            name: Some(name.into()),
+            r#type: Some(TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type: Some(elem_type),
+                    shape: None,
+                })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn imports_fp8_initializers_constants_and_value_types() {
+        use rtq_ir::{DType, TensorData};
+        let fp8 = |name: &str, codes: &[u8], raw: bool| TensorProto {
+            name: Some(name.into()),
+            data_type: Some(17),
+            dims: vec![codes.len() as i64],
+            raw_data: raw.then(|| codes.to_vec()),
+            int32_data: if raw {
+                vec![]
+            } else {
+                codes.iter().map(|&c| i32::from(c)).collect()
+            },
+            ..Default::default()
+        };
+        let value = AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(4),
+            t: Some(fp8("", &[0x38, 0xC0], false)),
+            ..Default::default()
+        };
+        let scale = TensorProto {
+            name: Some("s".into()),
+            data_type: Some(1),
+            float_data: vec![0.5],
+            ..Default::default()
+        };
+        let graph = GraphProto {
+            node: vec![
+                node("Constant", &[], "c", vec![value]),
+                node("DequantizeLinear", &["w", "s"], "wd", vec![]),
+                node("DequantizeLinear", &["q", "s"], "qd", vec![]),
+                node("Identity", &["c"], "y", vec![]),
+            ],
+            initializer: vec![fp8("w", &[0x7E, 0x01], true), scale],
+            input: vec![typed_value("q", 17)],
+            output: vec![
+                typed_value("y", 17),
+                typed_value("wd", 1),
+                typed_value("qd", 1),
+            ],
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: Some(9),
+            opset_import: vec![OperatorSetIdProto {
+                domain: None,
+                version: Some(19),
+            }],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let g = import_model(&model, &ImportOptions::default()).unwrap();
+        let codes = |name: &str| match g.constant(g.value_by_name(name).unwrap()).unwrap().data() {
+            TensorData::F8E4M3(v) => v.iter().map(|c| c.to_bits()).collect::<Vec<u8>>(),
+            other => panic!("{name} is not FP8: {other:?}"),
+        };
+        assert_eq!(codes("w"), [0x7E, 0x01]);
+        assert_eq!(codes("c"), [0x38, 0xC0]);
+        let dtype = |name: &str| g.value(g.value_by_name(name).unwrap()).dtype;
+        assert_eq!(dtype("q"), Some(DType::F8E4M3));
+        assert_eq!(dtype("y"), Some(DType::F8E4M3));
+        assert_eq!(dtype("w"), Some(DType::F8E4M3));
+    }
+
     #[test]
     fn rewritten_ops_never_reach_the_graph() {
         let scales = AttributeProto {

@@ -1,5 +1,5 @@
 use crate::FrontendError;
-use rtq_ir::{DType, Tensor, TensorData};
+use rtq_ir::{DType, Tensor, TensorData, F8E4M3};
 use rtq_onnx_proto::TensorProto;
 use std::path::Path;
 
@@ -77,6 +77,10 @@ fn typed_fields(p: &TensorProto, dtype: DType) -> TensorData {
         // Half types keep their bit patterns in the low 16 bits of int32_data.
         DType::F16 => TensorData::F16(i32s.iter().map(|&v| f16::from_bits(v as u16)).collect()),
         DType::BF16 => TensorData::BF16(i32s.iter().map(|&v| bf16::from_bits(v as u16)).collect()),
+        // 8-bit floats keep their bit patterns in the low 8 bits of int32_data.
+        DType::F8E4M3 => {
+            TensorData::F8E4M3(i32s.iter().map(|&v| F8E4M3::from_bits(v as u8)).collect())
+        }
         DType::String => TensorData::String(p.string_data.clone()),
     }
 }
@@ -175,6 +179,29 @@ mod tests {
         let mut p = proto(DType::F16, vec![1]);
         p.int32_data = vec![half::f16::from_f32(0.5).to_bits() as i32];
         assert_eq!(tensor_from_proto(&p, None).unwrap().to_f32_vec(), vec![0.5]);
+    }
+
+    #[test]
+    fn decodes_fp8_from_raw_data_and_int32_data() {
+        // 1.0, -448, the smallest subnormal, NaN, -0.0.
+        let codes = [0x38u8, 0xFE, 0x01, 0x7F, 0x80];
+        let want: Vec<u8> = codes.to_vec();
+        let bits = |t: Tensor| match t.into_data() {
+            TensorData::F8E4M3(v) => v.iter().map(F8E4M3::to_bits).collect::<Vec<u8>>(),
+            other => panic!("not FP8: {other:?}"),
+        };
+        let mut p = proto(DType::F8E4M3, vec![5]);
+        p.raw_data = Some(codes.to_vec());
+        assert_eq!(bits(tensor_from_proto(&p, None).unwrap()), want);
+        // One value per int32, its bits in the low byte.
+        let mut p = proto(DType::F8E4M3, vec![5]);
+        p.int32_data = codes.iter().map(|&c| i32::from(c)).collect();
+        assert_eq!(bits(tensor_from_proto(&p, None).unwrap()), want);
+        // raw_data takes one byte per value.
+        let mut p = proto(DType::F8E4M3, vec![2]);
+        p.raw_data = Some(vec![0; 4]);
+        let err = tensor_from_proto(&p, None).unwrap_err().to_string();
+        assert!(err.contains("float8e4m3fn needs 2"), "{err}");
     }
 
     #[test]

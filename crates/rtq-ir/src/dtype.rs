@@ -31,6 +31,9 @@ pub enum DType {
     U64,
     /// bfloat16.
     BF16,
+    /// 8-bit float, 4 exponent and 3 mantissa bits, finite only (OCP FP8 E4M3,
+    /// ONNX `FLOAT8E4M3FN`: largest value 448, NaN but no infinity).
+    F8E4M3,
 }
 
 impl DType {
@@ -51,6 +54,7 @@ impl DType {
             DType::U32 => 12,
             DType::U64 => 13,
             DType::BF16 => 16,
+            DType::F8E4M3 => 17,
         }
     }
 
@@ -71,6 +75,7 @@ impl DType {
             12 => DType::U32,
             13 => DType::U64,
             16 => DType::BF16,
+            17 => DType::F8E4M3,
             _ => return None,
         })
     }
@@ -78,7 +83,7 @@ impl DType {
     /// Bytes one element takes in memory (strings count as pointers).
     pub fn size_of(self) -> usize {
         match self {
-            DType::U8 | DType::I8 | DType::Bool => 1,
+            DType::U8 | DType::I8 | DType::Bool | DType::F8E4M3 => 1,
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 | DType::String => 8,
@@ -87,7 +92,10 @@ impl DType {
 
     /// Whether this is a floating-point type.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16 | DType::F64 | DType::BF16)
+        matches!(
+            self,
+            DType::F32 | DType::F16 | DType::F64 | DType::BF16 | DType::F8E4M3
+        )
     }
 
     /// Lower-case name as ONNX spells it (`float`, `float16`, `int8`, ...).
@@ -107,6 +115,7 @@ impl DType {
             DType::U32 => "uint32",
             DType::U64 => "uint64",
             DType::BF16 => "bfloat16",
+            DType::F8E4M3 => "float8e4m3fn",
         }
     }
 }

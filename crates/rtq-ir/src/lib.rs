@@ -23,6 +23,8 @@ pub use dim::{format_shape, known_shape, Dim, Shape};
 pub use dtype::DType;
 pub use dump::dump;
 pub use error::IrError;
+/// FP8 E4M3 scalar (OCP `E4M3FN`), re-exported so dependants need no `float8` dependency.
+pub use float8::F8E4M3;
 pub use graph::{unique_name, Graph, Node, NodeId, Value, ValueId};
 pub use quant::{QuantGrid, QuantParams, ScaleFormat};
 pub use reduce_axes::{reduce_axes_is_input, REDUCE_AXES_INPUT_SINCE};

@@ -6,22 +6,67 @@
 //! [`ScaleFormat`] the Q/DQ nodes store it in. The INT8 transform, the report and the
 //! cache writer all take their scales from here.
 
-use half::f16;
+use crate::DType;
+use float8::F8E4M3;
+use half::{bf16, f16};
 
-/// The integer grid a tensor is quantized to (symmetric, zero point 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The grid a tensor is quantized to (symmetric, zero point 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum QuantGrid {
-    /// Signed 8-bit, narrow range: `[-127, 127]`.
+    /// Signed 8-bit integers, narrow range: `[-127, 127]`.
     #[default]
     Int8,
+    /// FP8 E4M3 (`FLOAT8E4M3FN`): 8-bit floats up to ±448, three mantissa bits (a
+    /// relative step of 1/8 to 1/16 at every magnitude down to 2^-6, subnormals below).
+    Fp8E4M3,
 }
 
 impl QuantGrid {
-    /// The largest quantized magnitude (127 for INT8).
+    /// The largest quantized magnitude (127 for INT8, 448 for FP8 E4M3).
     pub const fn qmax(self) -> f32 {
         match self {
             QuantGrid::Int8 => 127.0,
+            QuantGrid::Fp8E4M3 => 448.0,
         }
+    }
+
+    /// The element type of quantized tensors (and of their zero points).
+    pub const fn dtype(self) -> DType {
+        match self {
+            QuantGrid::Int8 => DType::I8,
+            QuantGrid::Fp8E4M3 => DType::F8E4M3,
+        }
+    }
+
+    /// Lower-case name in reports and messages (`int8`, `fp8`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QuantGrid::Int8 => "int8",
+            QuantGrid::Fp8E4M3 => "fp8",
+        }
+    }
+
+    /// The grid of a quantized element type, if it is one.
+    pub fn of_dtype(dtype: DType) -> Option<QuantGrid> {
+        match dtype {
+            DType::I8 => Some(QuantGrid::Int8),
+            DType::F8E4M3 => Some(QuantGrid::Fp8E4M3),
+            _ => None,
+        }
+    }
+
+    /// `x / scale` rounded onto the grid as ONNX's QuantizeLinear does (round half to
+    /// even; INT8 saturates to [-128, 127], FP8 to ±448), in units of the scale.
+    pub fn quantize(self, x: f32, scale: f32) -> f32 {
+        match self {
+            QuantGrid::Int8 => (x / scale).round_ties_even().clamp(-128.0, 127.0),
+            QuantGrid::Fp8E4M3 => F8E4M3::from_f32(x / scale).to_f32(),
+        }
+    }
+
+    /// `x` through a Q/DQ pair of `scale` on this grid (fake quantization).
+    pub fn fake_quantize(self, x: f32, scale: f32) -> f32 {
+        self.quantize(x, scale) * scale
     }
 }
 
@@ -37,10 +82,12 @@ pub struct QuantParams {
 impl QuantParams {
     /// INT8 parameters for the range `amax`.
     pub fn int8(amax: f32) -> QuantParams {
-        QuantParams {
-            amax,
-            grid: QuantGrid::Int8,
-        }
+        QuantParams::new(QuantGrid::Int8, amax)
+    }
+
+    /// Parameters for the range `amax` on `grid`.
+    pub fn new(grid: QuantGrid, amax: f32) -> QuantParams {
+        QuantParams { amax, grid }
     }
 
     /// `amax / qmax` in single precision: the scale of TensorRT's calibration cache.
@@ -73,6 +120,8 @@ pub enum ScaleFormat {
     F32,
     /// IEEE-754 half precision.
     F16,
+    /// bfloat16 (mixed builds whose high-precision type is BF16).
+    BF16,
 }
 
 impl ScaleFormat {
@@ -92,12 +141,20 @@ impl ScaleFormat {
         }
         match self {
             ScaleFormat::F32 => Some(scale),
+            // Round-to-nearest may go down: then the next value up (positive halves
+            // are ordered like their bits).
             ScaleFormat::F16 => {
                 let mut h = f16::from_f32(scale);
                 if h.to_f32() < scale {
-                    // Round-to-nearest went down: take the next value up (positive
-                    // halves are ordered like their bits).
                     h = f16::from_bits(h.to_bits() + 1);
+                }
+                let up = h.to_f32();
+                (up.is_finite() && up > 0.0).then_some(up)
+            }
+            ScaleFormat::BF16 => {
+                let mut h = bf16::from_f32(scale);
+                if h.to_f32() < scale {
+                    h = bf16::from_bits(h.to_bits() + 1);
                 }
                 let up = h.to_f32();
                 (up.is_finite() && up > 0.0).then_some(up)
@@ -119,6 +176,35 @@ mod tests {
         assert!(half >= p.scale() && f16::from_f32(half).to_f32() == half);
         assert!(p.is_valid() && !QuantParams::int8(0.0).is_valid());
         assert!(!QuantParams::int8(f32::INFINITY).is_valid());
+    }
+
+    #[test]
+    fn fp8_scale_is_amax_over_448_and_rounds_like_e4m3() {
+        let p = QuantParams::new(QuantGrid::Fp8E4M3, 44.8);
+        assert_eq!(p.scale(), 44.8f32 / 448.0);
+        let g = QuantGrid::Fp8E4M3;
+        // Three mantissa bits: 1.0625 is a tie between 1.0 and 1.125 (to even: 1.0).
+        assert_eq!(g.quantize(1.0625, 1.0), 1.0);
+        assert_eq!(g.quantize(1.1875, 1.0), 1.25);
+        assert_eq!(g.quantize(1e6, 1.0), 448.0);
+        assert_eq!(g.quantize(-1e6, 1.0), -448.0);
+        // The smallest subnormal is 2^-9; half of it rounds to 0 (even).
+        assert_eq!(g.quantize(2f32.powi(-9), 1.0), 2f32.powi(-9));
+        assert_eq!(g.quantize(2f32.powi(-10), 1.0), 0.0);
+        assert_eq!(g.fake_quantize(3.0, 0.5), 3.0);
+        assert_eq!(QuantGrid::of_dtype(g.dtype()), Some(g));
+        assert_eq!(QuantGrid::Int8.quantize(-1000.0, 1.0), -128.0);
+        assert_eq!(QuantGrid::Int8.fake_quantize(0.75, 0.5), 1.0);
+    }
+
+    #[test]
+    fn bf16_rounds_up_to_an_exact_bfloat16() {
+        for s in [0.1f32, 3.0 / 448.0, 1e-30, 7.3e-6, 1e30] {
+            let r = ScaleFormat::BF16.representable(s).unwrap();
+            assert!(r >= s && bf16::from_f32(r).to_f32() == r, "{s} -> {r}");
+            let below = bf16::from_bits(bf16::from_f32(r).to_bits() - 1).to_f32();
+            assert!(below < s, "{below} >= {s}");
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use crate::{DType, IrError, Result};
+use float8::F8E4M3;
 use half::{bf16, f16};
 
 /// Element storage of a [`Tensor`], one variant per supported element type.
@@ -10,6 +11,8 @@ pub enum TensorData {
     F16(Vec<f16>),
     /// bfloat16.
     BF16(Vec<bf16>),
+    /// FP8 E4M3 (`FLOAT8E4M3FN`).
+    F8E4M3(Vec<F8E4M3>),
     /// 64-bit floats.
     F64(Vec<f64>),
     /// Signed 8-bit integers.
@@ -47,6 +50,7 @@ macro_rules! for_each_variant {
             TensorData::F32($v) => $body,
             TensorData::F16($v) => $body,
             TensorData::BF16($v) => $body,
+            TensorData::F8E4M3($v) => $body,
             TensorData::F64($v) => $body,
             TensorData::I8($v) => $body,
             TensorData::U8($v) => $body,
@@ -79,6 +83,7 @@ impl TensorData {
             TensorData::F32(_) => DType::F32,
             TensorData::F16(_) => DType::F16,
             TensorData::BF16(_) => DType::BF16,
+            TensorData::F8E4M3(_) => DType::F8E4M3,
             TensorData::F64(_) => DType::F64,
             TensorData::I8(_) => DType::I8,
             TensorData::U8(_) => DType::U8,
@@ -99,6 +104,7 @@ impl TensorData {
             DType::F32 => TensorData::F32(vec![0.0; len]),
             DType::F16 => TensorData::F16(vec![f16::ZERO; len]),
             DType::BF16 => TensorData::BF16(vec![bf16::ZERO; len]),
+            DType::F8E4M3 => TensorData::F8E4M3(vec![F8E4M3::ZERO; len]),
             DType::F64 => TensorData::F64(vec![0.0; len]),
             DType::I8 => TensorData::I8(vec![0; len]),
             DType::U8 => TensorData::U8(vec![0; len]),
@@ -119,6 +125,7 @@ impl TensorData {
             TensorData::F32(v) => v[i] as f64,
             TensorData::F16(v) => v[i].to_f64(),
             TensorData::BF16(v) => v[i].to_f64(),
+            TensorData::F8E4M3(v) => v[i].to_f64(),
             TensorData::F64(v) => v[i],
             TensorData::I8(v) => v[i] as f64,
             TensorData::U8(v) => v[i] as f64,
@@ -145,6 +152,7 @@ impl TensorData {
             TensorData::F32(v) => widen!(v, |&x| x as f64),
             TensorData::F16(v) => widen!(v, |x| x.to_f64()),
             TensorData::BF16(v) => widen!(v, |x| x.to_f64()),
+            TensorData::F8E4M3(v) => widen!(v, |x| x.to_f64()),
             TensorData::F64(v) => v.clone(),
             TensorData::I8(v) => widen!(v, |&x| x as f64),
             TensorData::U8(v) => widen!(v, |&x| x as f64),
@@ -176,6 +184,7 @@ impl TensorData {
             TensorData::F32(v) => TensorData::F32(indices.iter().map(|&i| v[i]).collect()),
             TensorData::F16(v) => TensorData::F16(indices.iter().map(|&i| v[i]).collect()),
             TensorData::BF16(v) => TensorData::BF16(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::F8E4M3(v) => TensorData::F8E4M3(indices.iter().map(|&i| v[i]).collect()),
             TensorData::F64(v) => TensorData::F64(indices.iter().map(|&i| v[i]).collect()),
             TensorData::I8(v) => TensorData::I8(indices.iter().map(|&i| v[i]).collect()),
             TensorData::U8(v) => TensorData::U8(indices.iter().map(|&i| v[i]).collect()),
@@ -206,6 +215,10 @@ impl TensorData {
             DType::F16 => TensorData::F16((0..n).map(|i| f16::from_f64(self.get_f64(i))).collect()),
             DType::BF16 => {
                 TensorData::BF16((0..n).map(|i| bf16::from_f64(self.get_f64(i))).collect())
+            }
+            // Saturating round-to-nearest-even, as ONNX's Cast with `saturate=1`.
+            DType::F8E4M3 => {
+                TensorData::F8E4M3((0..n).map(|i| F8E4M3::from_f64(self.get_f64(i))).collect())
             }
             DType::F64 => TensorData::F64(self.to_f64_vec()),
             DType::I8 => TensorData::I8((0..n).map(|i| self.get_f64(i) as i8).collect()),
@@ -375,6 +388,7 @@ impl Tensor {
             TensorData::F32(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             TensorData::F16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             TensorData::BF16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::F8E4M3(v) => out.extend(v.iter().map(F8E4M3::to_bits)),
             TensorData::F64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             TensorData::I8(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             TensorData::U8(v) => out.extend_from_slice(v),
@@ -414,6 +428,9 @@ impl Tensor {
             DType::F32 => decode!(f32, F32),
             DType::F16 => decode!(f16, F16),
             DType::BF16 => decode!(bf16, BF16),
+            DType::F8E4M3 => {
+                TensorData::F8E4M3(bytes.iter().map(|&b| F8E4M3::from_bits(b)).collect())
+            }
             DType::F64 => decode!(f64, F64),
             DType::I8 => decode!(i8, I8),
             DType::U8 => TensorData::U8(bytes.to_vec()),

@@ -106,6 +106,20 @@ fn apply_compile_option(
     match key {
         "fp16" => opts.fp16 = get(key, value)?,
         "int8" => opts.int8 = get(key, value)?,
+        "fp8" => opts.fp8 = get(key, value)?,
+        "high_precision" => {
+            let name: String = get(key, value)?;
+            (opts.fp16, opts.bf16) = match name.as_str() {
+                "fp32" => (false, false),
+                "fp16" => (true, false),
+                "bf16" => (false, true),
+                _ => {
+                    return Err(OptionsError::new_err(format!(
+                        "option `{key}`: `{name}` is not fp32, fp16 or bf16"
+                    )))
+                }
+            };
+        }
         "calib_method" => opts.set_method(parsed::<MethodChoice>(key, value)?),
         "accuracy_target" => opts.accuracy_target = parsed(key, value)?,
         "strict_accuracy" => opts.strict_accuracy = get(key, value)?,

@@ -23,11 +23,13 @@ fn from_ir(dtype: DType) -> Option<DataType> {
         DType::I64 => DataType::I64,
         DType::U64 => DataType::U64,
         DType::Bool => DataType::Bool,
+        DType::F8E4M3 => DataType::Fp8E4M3,
         DType::String => return None,
     })
 }
 
-/// The IR element type for a runtime type (`None` for TensorRT-only narrow types).
+/// The IR element type for a runtime type (`None` for TensorRT-only narrow types; FP8
+/// E4M3 is ONNX's `FLOAT8E4M3FN`, the same encoding).
 fn to_ir(dtype: DataType) -> Option<DType> {
     Some(match dtype {
         DataType::F32 => DType::F32,
@@ -43,7 +45,8 @@ fn to_ir(dtype: DataType) -> Option<DType> {
         DataType::I64 => DType::I64,
         DataType::U64 => DType::U64,
         DataType::Bool => DType::Bool,
-        DataType::Fp8E4M3 | DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => return None,
+        DataType::Fp8E4M3 => DType::F8E4M3,
+        DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => return None,
     })
 }
 
@@ -262,7 +265,37 @@ mod tests {
             }
         }
         assert_eq!(from_ir(DType::String), None);
-        assert_eq!(to_ir(DataType::Fp8E4M3), None);
+        assert_eq!(to_ir(DataType::Fp8E4M3), Some(DType::F8E4M3));
+        assert_eq!(to_ir(DataType::Int4), None);
+    }
+
+    #[test]
+    fn fp8_tensors_cross_the_host_boundary_as_bytes() {
+        // FP8 codes in, DequantizeLinear, float out; and the codes through Identity.
+        let mut g = Graph::new("g", 19);
+        let q = g.add_input("q", DType::F8E4M3, vec![Dim::Known(3)]);
+        let s = g.add_constant("s", Tensor::scalar_f32(2.0));
+        let y = g.add_value("y", Some(DType::F32), Some(vec![Dim::Known(3)]));
+        let c = g.add_value("codes", Some(DType::F8E4M3), Some(vec![Dim::Known(3)]));
+        g.add_node(
+            "dq",
+            "DequantizeLinear",
+            vec![Some(q), Some(s)],
+            vec![y],
+            BTreeMap::new(),
+        );
+        g.add_node("id", "Identity", vec![Some(q)], vec![c], BTreeMap::new());
+        g.outputs.extend([y, c]);
+        let mut backend = CpuBackend::from_graph(&g, Path::new("fp8.onnx")).unwrap();
+        assert_eq!(backend.inputs()[0].dtype, DataType::Fp8E4M3);
+        // 1.0, -0.5, 448.
+        let codes = vec![0x38, 0xB0, 0x7E];
+        let x = HostTensor::new("q", DataType::Fp8E4M3, vec![3], codes.clone()).unwrap();
+        let out = backend.infer(&[x]).unwrap();
+        assert_eq!(out[0].to_f32_vec().unwrap(), vec![2.0, -1.0, 896.0]);
+        assert_eq!(out[1].dtype(), DataType::Fp8E4M3);
+        assert_eq!(out[1].bytes(), codes.as_slice());
+        assert_eq!(out[1].to_f32_vec().unwrap(), vec![1.0, -0.5, 448.0]);
     }
 
     #[test]

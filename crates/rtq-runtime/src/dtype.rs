@@ -142,6 +142,22 @@ impl DataType {
     }
 }
 
+/// The value of FP8 E4M3 code `bits` (OCP E4M3 / ONNX `FLOAT8E4M3FN`: bias 7,
+/// subnormals at exponent 0, no infinity, `S.1111.111` NaN). Exact.
+pub(crate) fn fp8_e4m3_to_f32(bits: u8) -> f32 {
+    let sign = if bits & 0x80 != 0 { -1.0f32 } else { 1.0 };
+    if bits & 0x7F == 0x7F {
+        return f32::NAN.copysign(sign);
+    }
+    let (exp, mantissa) = (i32::from((bits >> 3) & 0xF), f32::from(bits & 0x7));
+    let magnitude = if exp == 0 {
+        mantissa * 2f32.powi(-9)
+    } else {
+        (8.0 + mantissa) * 2f32.powi(exp - 10)
+    };
+    sign * magnitude
+}
+
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -173,5 +189,19 @@ mod tests {
         assert_eq!(DataType::Int4.byte_len(7), 4);
         assert_eq!(DataType::Fp4E2M1.byte_len(8), 4);
         assert_eq!(DataType::F32.byte_len(0), 0);
+    }
+
+    #[test]
+    fn fp8_codes_decode() {
+        assert_eq!(fp8_e4m3_to_f32(0x00), 0.0);
+        assert_eq!(fp8_e4m3_to_f32(0x80).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(fp8_e4m3_to_f32(0x01), 2f32.powi(-9));
+        assert_eq!(fp8_e4m3_to_f32(0x07), 7.0 * 2f32.powi(-9));
+        assert_eq!(fp8_e4m3_to_f32(0x08), 2f32.powi(-6));
+        assert_eq!(fp8_e4m3_to_f32(0x38), 1.0);
+        assert_eq!(fp8_e4m3_to_f32(0x7E), 448.0);
+        assert_eq!(fp8_e4m3_to_f32(0xFE), -448.0);
+        assert!(fp8_e4m3_to_f32(0x7F).is_nan());
+        assert!(fp8_e4m3_to_f32(0xFF).is_nan() && fp8_e4m3_to_f32(0xFF).is_sign_negative());
     }
 }

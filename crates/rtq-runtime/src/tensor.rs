@@ -2,6 +2,7 @@
 //!
 //! [`Engine::infer`]: crate::Engine::infer
 
+use crate::dtype::fp8_e4m3_to_f32;
 use crate::{DataType, RuntimeError};
 use half::{bf16, f16};
 
@@ -143,8 +144,9 @@ impl HostTensor {
         self.data
     }
 
-    /// The elements converted to f32. Works for every float, integer and bool type;
-    /// fails for the packed/narrow TensorRT types (FP8, INT4, FP4, E8M0).
+    /// The elements converted to f32. Works for every float (FP8 E4M3 included),
+    /// integer and bool type; fails for the packed/narrow TensorRT types (INT4, FP4,
+    /// E8M0).
     pub fn to_f32_vec(&self) -> Result<Vec<f32>, RuntimeError> {
         fn chunks<const N: usize>(data: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
             data.chunks_exact(N).map(|c| {
@@ -186,7 +188,8 @@ impl HostTensor {
             DataType::U64 => chunks::<8>(d)
                 .map(|b| u64::from_le_bytes(b) as f32)
                 .collect(),
-            DataType::Fp8E4M3 | DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => {
+            DataType::Fp8E4M3 => d.iter().map(|&b| fp8_e4m3_to_f32(b)).collect(),
+            DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => {
                 return Err(RuntimeError::tensor(
                     &self.name,
                     format!(

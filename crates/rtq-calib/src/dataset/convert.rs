@@ -24,6 +24,7 @@ pub(crate) fn count_non_finite(data: &TensorData) -> usize {
         TensorData::F64(v) => v.iter().filter(|x| !x.is_finite()).count(),
         TensorData::F16(v) => v.iter().filter(|x| !x.is_finite()).count(),
         TensorData::BF16(v) => v.iter().filter(|x| !x.is_finite()).count(),
+        TensorData::F8E4M3(v) => v.iter().filter(|x| x.is_nan()).count(),
         _ => 0,
     }
 }
@@ -73,6 +74,7 @@ fn exact_at(data: &TensorData, i: usize) -> Option<Exact> {
         TensorData::F32(v) => Exact::Float(v[i] as f64),
         TensorData::F16(v) => Exact::Float(v[i].to_f64()),
         TensorData::BF16(v) => Exact::Float(v[i].to_f64()),
+        TensorData::F8E4M3(v) => Exact::Float(v[i].to_f64()),
         TensorData::F64(v) => Exact::Float(v[i]),
         TensorData::I8(v) => Exact::Int(v[i] as i128),
         TensorData::U8(v) => Exact::Int(v[i] as i128),
@@ -171,7 +173,9 @@ pub(crate) fn convert_lossless(data: TensorData, to: DType) -> Result<TensorData
         DType::U32 => to_int!(U32, u32),
         DType::I64 => to_int!(I64, i64),
         DType::U64 => to_int!(U64, u64),
-        DType::Bool | DType::String => return Err(ConvertError::Unsupported),
+        // Loaded arrays are never FP8 (NumPy has no such type), and the loader refuses
+        // FP8 inputs (`InputSpec::from_graph`); converting to FP8 would round.
+        DType::Bool | DType::String | DType::F8E4M3 => return Err(ConvertError::Unsupported),
     };
     losses.finish(converted)
 }

@@ -25,7 +25,8 @@ impl InputSpec {
     }
 
     /// The specs of `graph`'s run-time inputs, in order; fails (naming the
-    /// input) if one has no known element type or rank.
+    /// input) if one has no known element type or rank, or is FP8 (no `.npy` array
+    /// or image can hold FP8 data).
     pub fn from_graph(graph: &Graph) -> Result<Vec<InputSpec>, CalibError> {
         graph
             .inputs
@@ -37,6 +38,15 @@ impl InputSpec {
                     reason: format!("no known {what}"),
                 };
                 let dtype = v.dtype.ok_or_else(|| unknown("element type"))?;
+                if dtype == DType::F8E4M3 {
+                    return Err(CalibError::ModelInput {
+                        input: v.name.clone(),
+                        reason: format!(
+                            "is {dtype}, which calibration data cannot hold (NumPy has no FP8 \
+                             type, so .npy/.npz arrays cannot feed it)"
+                        ),
+                    });
+                }
                 let shape = v.shape.as_ref().ok_or_else(|| unknown("shape"))?;
                 Ok(InputSpec::new(
                     v.name.clone(),
@@ -123,6 +133,7 @@ pub(crate) fn split_batches(t: Tensor, k: usize) -> Vec<Tensor> {
         TensorData::F32(v) => split!(v, F32),
         TensorData::F16(v) => split!(v, F16),
         TensorData::BF16(v) => split!(v, BF16),
+        TensorData::F8E4M3(v) => split!(v, F8E4M3),
         TensorData::F64(v) => split!(v, F64),
         TensorData::I8(v) => split!(v, I8),
         TensorData::U8(v) => split!(v, U8),
@@ -199,5 +210,24 @@ mod tests {
         g.inputs.push(id);
         let e = InputSpec::from_graph(&g).unwrap_err().to_string();
         assert_eq!(e, "model input `other`: no known element type");
+    }
+
+    #[test]
+    fn fp8_inputs_are_refused_by_name() {
+        let mut g = Graph::new("g", 19);
+        g.add_input("codes", DType::F8E4M3, vec![Dim::Known(4)]);
+        let e = InputSpec::from_graph(&g).unwrap_err().to_string();
+        assert!(
+            e.starts_with("model input `codes`: is float8e4m3fn") && e.contains("NumPy"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn splits_fp8_batches() {
+        let codes: Vec<rtq_ir::F8E4M3> = (0..4).map(rtq_ir::F8E4M3::from_bits).collect();
+        let t = Tensor::new(vec![2, 2], TensorData::F8E4M3(codes.clone())).unwrap();
+        let parts = split_batches(t, 2);
+        assert_eq!(parts[1].data(), &TensorData::F8E4M3(codes[2..].to_vec()));
     }
 }

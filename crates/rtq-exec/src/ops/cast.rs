@@ -1,9 +1,12 @@
 //! Cast and CastLike. Float to integer truncates toward zero (saturating, NaN to 0),
 //! integer to integer wraps like a C cast, anything to bool tests for non-zero, and
 //! float narrowing (e.g. to f16) rounds to nearest even. Strings parse and format.
+//! FP8 E4M3 targets round to nearest even through `f32` and follow the `saturate`
+//! attribute (opset 19, default 1: clamp to ±448; 0: out-of-range values become NaN).
 
 use crate::ctx::OpCtx;
 use crate::float::{f32_view, from_f32};
+use crate::fp8::f8_vec_from_f32;
 use crate::registry::Kernel;
 use crate::ExecError;
 use half::{bf16, f16};
@@ -61,8 +64,13 @@ macro_rules! from_floats {
     };
 }
 
-/// `d` converted to `to`.
-pub(crate) fn cast_data(ctx: &OpCtx<'_>, t: &Tensor, to: DType) -> Result<TensorData, ExecError> {
+/// `d` converted to `to`; `saturate` only matters for FP8 targets.
+pub(crate) fn cast_data(
+    ctx: &OpCtx<'_>,
+    t: &Tensor,
+    to: DType,
+    saturate: bool,
+) -> Result<TensorData, ExecError> {
     let d = t.data();
     let from = d.dtype();
     let n = d.len();
@@ -76,7 +84,23 @@ pub(crate) fn cast_data(ctx: &OpCtx<'_>, t: &Tensor, to: DType) -> Result<Tensor
             .collect::<Result<_, _>>()?;
         let as_f64 = Tensor::new(t.shape().to_vec(), TensorData::F64(nums))
             .map_err(|e| ctx.err(e.to_string()))?;
-        return cast_data(ctx, &as_f64, to);
+        return cast_data(ctx, &as_f64, to, saturate);
+    }
+    if from == DType::F8E4M3 {
+        // Every FP8 value (NaN's sign included) is exact in f32, and f32 casts to
+        // every other type as FP8 would.
+        let v = f32_view(t).ok_or_else(|| ctx.err("float input could not be read"))?;
+        let as_f32 = Tensor::new(t.shape().to_vec(), TensorData::F32(v.into_owned()))
+            .map_err(|e| ctx.err(e.to_string()))?;
+        return cast_data(ctx, &as_f32, to, saturate);
+    }
+    if to == DType::F8E4M3 {
+        // Through f32, as onnxruntime converts: f64 and integers narrow to f32 first.
+        let v: Vec<f32> = match f32_view(t) {
+            Some(v) => v.into_owned(),
+            None => (0..n).map(|i| d.get_f64(i) as f32).collect(),
+        };
+        return Ok(TensorData::F8E4M3(f8_vec_from_f32(&v, saturate)));
     }
     if to == DType::String {
         return Ok(TensorData::String(
@@ -115,7 +139,7 @@ pub(crate) fn cast_data(ctx: &OpCtx<'_>, t: &Tensor, to: DType) -> Result<Tensor
         DType::U32 => TensorData::U32(from_floats!(d, n, u32)),
         DType::I64 => TensorData::I64(from_floats!(d, n, i64)),
         DType::U64 => TensorData::U64(from_floats!(d, n, u64)),
-        DType::String => unreachable!("handled above"),
+        DType::String | DType::F8E4M3 => unreachable!("handled above"),
     })
 }
 
@@ -129,14 +153,19 @@ fn cast(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         .ok()
         .and_then(DType::from_onnx_code)
         .ok_or_else(|| ctx.err(format!("unsupported target type code {code}")))?;
-    let data = cast_data(ctx, x, to)?;
+    let data = cast_data(ctx, x, to, saturate(ctx)?)?;
     Ok(vec![ctx.tensor(x.shape().to_vec(), data)?])
+}
+
+/// The `saturate` attribute (opset 19; default 1), which only FP8 targets use.
+fn saturate(ctx: &OpCtx<'_>) -> Result<bool, ExecError> {
+    Ok(ctx.attr_int("saturate", 1)? != 0)
 }
 
 fn cast_like(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let to = ctx.input(1)?.dtype();
-    let data = cast_data(ctx, x, to)?;
+    let data = cast_data(ctx, x, to, saturate(ctx)?)?;
     Ok(vec![ctx.tensor(x.shape().to_vec(), data)?])
 }
 
@@ -194,6 +223,109 @@ mod tests {
         let back = cast(&y, DType::F32).unwrap();
         assert_eq!(back.as_f32().unwrap()[1], 65504.0);
         assert_eq!(f16::from_f32(1.0).to_f32(), back.as_f32().unwrap()[0]);
+    }
+
+    fn fp8_codes(t: &Tensor) -> Vec<u8> {
+        match t.data() {
+            TensorData::F8E4M3(v) => v.iter().map(|c| c.to_bits()).collect(),
+            other => panic!("not FP8: {other:?}"),
+        }
+    }
+
+    fn cast_with(x: &Tensor, to: DType, saturate: i64) -> Tensor {
+        let attrs = [
+            ("to", Attr::Int(to.onnx_code() as i64)),
+            ("saturate", Attr::Int(saturate)),
+        ];
+        let n = rtq_test_support::node("Cast", &attrs, 1);
+        eval_node(&n, &[Some(x)]).unwrap().remove(0)
+    }
+
+    #[test]
+    fn float_to_fp8_rounds_to_even_and_follows_saturate() {
+        let p = |k: i32| 2f32.powi(k);
+        let xs = vec![
+            448.0,
+            464.0,
+            480.0,
+            1e6,
+            -1e6,
+            f32::NAN,
+            f32::INFINITY,
+            p(-9),
+            p(-10),
+            -0.0,
+            1.0625,
+            1.1875,
+        ];
+        let x = Tensor::from_f32(vec![xs.len()], xs);
+        let sat = [
+            0x7E, 0x7E, 0x7E, 0x7E, 0xFE, 0x7F, 0x7E, 0x01, 0x00, 0x80, 0x38, 0x3A,
+        ];
+        let nosat = [
+            0x7E, 0x7E, 0x7F, 0x7F, 0xFF, 0x7F, 0x7F, 0x01, 0x00, 0x80, 0x38, 0x3A,
+        ];
+        // `saturate` defaults to 1.
+        assert_eq!(fp8_codes(&cast(&x, DType::F8E4M3).unwrap()), sat);
+        assert_eq!(fp8_codes(&cast_with(&x, DType::F8E4M3, 1)), sat);
+        assert_eq!(fp8_codes(&cast_with(&x, DType::F8E4M3, 0)), nosat);
+    }
+
+    #[test]
+    fn other_types_to_fp8_go_through_f32() {
+        // 0.001 is just above 2^-10, half the smallest subnormal; 0.0009 just below.
+        let d = Tensor::new(
+            vec![4],
+            TensorData::F64(vec![1.0625, -500.0, 0.001, 0.0009]),
+        )
+        .unwrap();
+        assert_eq!(
+            fp8_codes(&cast(&d, DType::F8E4M3).unwrap()),
+            [0x38, 0xFE, 0x01, 0x00]
+        );
+        assert_eq!(
+            fp8_codes(&cast_with(&d, DType::F8E4M3, 0)),
+            [0x38, 0xFF, 0x01, 0x00]
+        );
+        let i = Tensor::from_i64(vec![3], vec![3, -17, 1000]);
+        // 17 is a tie between 16 and 18: even mantissa, 16.
+        assert_eq!(
+            fp8_codes(&cast(&i, DType::F8E4M3).unwrap()),
+            [0x44, 0xD8, 0x7E]
+        );
+        let h = Tensor::new(vec![1], TensorData::F16(vec![f16::from_f32(0.75)])).unwrap();
+        assert_eq!(fp8_codes(&cast(&h, DType::F8E4M3).unwrap()), [0x34]);
+    }
+
+    #[test]
+    fn fp8_to_other_types_is_exact() {
+        let all: Vec<rtq_ir::F8E4M3> = (0..=255).map(rtq_ir::F8E4M3::from_bits).collect();
+        let x = Tensor::new(vec![256], TensorData::F8E4M3(all)).unwrap();
+        let f = cast(&x, DType::F32).unwrap();
+        let f = f.as_f32().unwrap();
+        assert_eq!(f[0x7E], 448.0);
+        assert_eq!(f[0x01], 2f32.powi(-9));
+        assert_eq!(f[0x80].to_bits(), (-0.0f32).to_bits());
+        assert_eq!(f[0x7F].to_bits(), 0x7FC0_0000);
+        assert_eq!(f[0xFF].to_bits(), 0xFFC0_0000);
+        // Back to FP8 gives every code again.
+        let back = cast(&Tensor::from_f32(vec![256], f.to_vec()), DType::F8E4M3).unwrap();
+        assert_eq!(fp8_codes(&back), (0..=255).collect::<Vec<u8>>());
+        // f16 and f64 hold every FP8 value exactly.
+        let h = cast(&x, DType::F16).unwrap().to_f32_vec();
+        let d = cast(&x, DType::F64).unwrap().to_f32_vec();
+        for i in (0..256).filter(|&i| i & 0x7F != 0x7F) {
+            assert_eq!(h[i], f[i], "{i:#x}");
+            assert_eq!(d[i], f[i], "{i:#x}");
+        }
+        let ints = cast(&x, DType::I32).unwrap();
+        assert_eq!(ints.data().get_i64(0x7E), 448);
+        assert_eq!(ints.data().get_i64(0xFF), 0);
+        // The same type is a copy.
+        assert_eq!(
+            fp8_codes(&cast(&x, DType::F8E4M3).unwrap()),
+            (0..=255).collect::<Vec<u8>>()
+        );
     }
 
     #[test]

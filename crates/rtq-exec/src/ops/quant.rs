@@ -1,13 +1,16 @@
 //! QuantizeLinear, DequantizeLinear (per-tensor, per-axis and blocked; 8-, 16- and
-//! 32-bit integers) and DynamicQuantizeLinear. Quantization rounds half to even and
-//! saturates; the zero point's type decides the quantized type (uint8 when absent).
+//! 32-bit integers and FP8 E4M3) and DynamicQuantizeLinear. Quantization rounds half
+//! to even and saturates; the zero point's type (else the `output_dtype` attribute)
+//! decides the quantized type (uint8 when absent). FP8 follows the `saturate`
+//! attribute: out-of-range values clamp to ±448, or become NaN with `saturate=0`.
 
 use crate::ctx::OpCtx;
 use crate::elem::{with_numeric, Elem};
 use crate::float::{f32_view, from_f32};
+use crate::fp8::{f8_from_f32, f8_to_f32};
 use crate::registry::Kernel;
 use crate::ExecError;
-use rtq_ir::{DType, Tensor, TensorData};
+use rtq_ir::{DType, Tensor, TensorData, F8E4M3};
 
 /// Quantization kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
@@ -256,6 +259,28 @@ fn quantize_typed<T: Elem>(x: &[f32], scale: &[f32], zp: &[f64], g: &Granularity
     out
 }
 
+/// Quantizes `x` into FP8 E4M3: `x / scale + zero_point`, rounded to nearest even,
+/// out of range saturating to ±448 or (without `saturate`) becoming NaN. A zero zero
+/// point is not added, so `-0.0` keeps its sign as in onnxruntime (which requires FP8
+/// zero points to be zero and ignores them).
+fn quantize_fp8(
+    x: &[f32],
+    scale: &[f32],
+    zp: &[f64],
+    g: &Granularity,
+    saturate: bool,
+) -> Vec<F8E4M3> {
+    let mut out = vec![F8E4M3::ZERO; x.len()];
+    g.for_each_run(x.len(), |range, s0, step| {
+        for (k, i) in range.enumerate() {
+            let si = s0 + k * step;
+            let (v, z) = (x[i] / scale[si], zp[si] as f32);
+            out[i] = f8_from_f32(if z == 0.0 { v } else { v + z }, saturate);
+        }
+    });
+    out
+}
+
 fn quantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let scale_t = ctx.input(1)?;
@@ -293,6 +318,10 @@ fn quantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             with_numeric!(&template, T, _v => T::wrap(quantize_typed::<T>(&xs, &scale, &zp, &g)),
                 _ => unreachable!("integer types listed above"))
         }
+        DType::F8E4M3 => {
+            let saturate = ctx.attr_int("saturate", 1)? != 0;
+            TensorData::F8E4M3(quantize_fp8(&xs, &scale, &zp, &g, saturate))
+        }
         other => return Err(ctx.err(format!("cannot quantize to {other}"))),
     };
     Ok(vec![ctx.tensor(x.shape().to_vec(), data)?])
@@ -304,7 +333,8 @@ fn dequantize_typed<T: Elem>(q: &[T], scale: &[f32], zp: &[i64], g: &Granularity
     g.for_each_run(q.len(), |range, s0, step| {
         for (k, i) in range.enumerate() {
             let si = s0 + k * step;
-            out[i] = (q[i].to_i64() - zp[si]) as f32 * scale[si];
+            // Wrapping: only 64-bit data (which ONNX does not dequantize) can overflow.
+            out[i] = q[i].to_i64().wrapping_sub(zp[si]) as f32 * scale[si];
         }
     });
     out
@@ -335,6 +365,20 @@ fn dequantize_8bit<T: Copy>(
     out
 }
 
+/// Dequantizes FP8 data: `(q - zero_point) * scale` in f32 (a zero zero point is not
+/// subtracted, so `-0.0` keeps its sign).
+fn dequantize_fp8(q: &[F8E4M3], scale: &[f32], zp: &[f32], g: &Granularity) -> Vec<f32> {
+    let mut out = vec![0.0f32; q.len()];
+    g.for_each_run(q.len(), |range, s0, step| {
+        for (k, i) in range.enumerate() {
+            let si = s0 + k * step;
+            let (v, z) = (f8_to_f32(q[i]), zp[si]);
+            out[i] = if z == 0.0 { v } else { v - z } * scale[si];
+        }
+    });
+    out
+}
+
 fn dequantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let scale_t = ctx.input(1)?;
@@ -351,11 +395,21 @@ fn dequantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     }
     let out_type = ctx.float_dtype(1)?;
     let scale = ctx.float_input(1)?;
+    let g = granularity(ctx, x.shape(), scale_t.shape())?;
+    if let TensorData::F8E4M3(v) = x.data() {
+        let zp = match zp_t {
+            Some(z) => z.to_f32_vec(),
+            None => vec![0.0; scale.len()],
+        };
+        let out = dequantize_fp8(v, &scale, &zp, &g);
+        return Ok(vec![
+            ctx.tensor(x.shape().to_vec(), from_f32(out_type, out))?
+        ]);
+    }
     let zp: Vec<i64> = match zp_t {
         Some(z) => z.to_i64_vec(),
         None => vec![0; scale.len()],
     };
-    let g = granularity(ctx, x.shape(), scale_t.shape())?;
     let out = match x.data() {
         // 8-bit data: through i32, exact like the i64 path, and vectorizable.
         TensorData::I8(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
@@ -485,6 +539,229 @@ mod tests {
         let zeros = Tensor::from_f32(vec![2], vec![0.0, 0.0]);
         let out = eval_node(&node("DynamicQuantizeLinear", &[], 3), &[Some(&zeros)]).unwrap();
         assert_eq!(out[1].as_f32().unwrap(), &[1.0]);
+    }
+}
+
+#[cfg(test)]
+mod fp8_tests {
+    use crate::eval_node;
+    use half::f16;
+    use rtq_ir::{Attr, DType, Tensor, TensorData, F8E4M3};
+    use rtq_test_support::node;
+
+    fn f8(bits: &[u8]) -> Tensor {
+        let v = bits.iter().map(|&b| F8E4M3::from_bits(b)).collect();
+        Tensor::new(vec![bits.len()], TensorData::F8E4M3(v)).unwrap()
+    }
+
+    fn f8_zero(n: usize) -> Tensor {
+        let t = f8(&vec![0; n]);
+        if n == 1 {
+            t.reshaped(vec![]).unwrap()
+        } else {
+            t
+        }
+    }
+
+    fn codes(t: &Tensor) -> Vec<u8> {
+        match t.data() {
+            TensorData::F8E4M3(v) => v.iter().map(F8E4M3::to_bits).collect(),
+            other => panic!("not FP8: {other:?}"),
+        }
+    }
+
+    fn bits(t: &Tensor) -> Vec<u32> {
+        t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect()
+    }
+
+    fn run(op: &str, attrs: &[(&str, Attr)], ins: &[Option<&Tensor>]) -> Tensor {
+        eval_node(&node(op, attrs, 1), ins).unwrap().remove(0)
+    }
+
+    /// Edge cases with scale 1: what saturate=1 and saturate=0 make of them.
+    fn edge_cases() -> Vec<(f32, u8, u8)> {
+        let p = |k: i32| 2f32.powi(k);
+        vec![
+            (448.0, 0x7E, 0x7E),
+            (-448.0, 0xFE, 0xFE),
+            // Tie between 448 and the missing 480: even, 448.
+            (464.0, 0x7E, 0x7E),
+            (480.0, 0x7E, 0x7F),
+            (1e6, 0x7E, 0x7F),
+            (-1e6, 0xFE, 0xFF),
+            (f32::INFINITY, 0x7E, 0x7F),
+            (f32::NEG_INFINITY, 0xFE, 0xFF),
+            (f32::NAN, 0x7F, 0x7F),
+            // Smallest subnormal, and half of it (a tie with zero: even, zero).
+            (p(-9), 0x01, 0x01),
+            (p(-10), 0x00, 0x00),
+            (-p(-10), 0x80, 0x80),
+            (3.0 * p(-10), 0x02, 0x02),
+            (-0.0, 0x80, 0x80),
+            // Ties between 1 and 1.125 (to 1.0) and 1.125 and 1.25 (to 1.25).
+            (1.0625, 0x38, 0x38),
+            (1.1875, 0x3A, 0x3A),
+            (-1.1875, 0xBA, 0xBA),
+        ]
+    }
+
+    #[test]
+    fn quantize_per_tensor_edge_cases_both_saturation_modes() {
+        let cases = edge_cases();
+        let xs: Vec<f32> = cases.iter().map(|c| c.0).collect();
+        let x = Tensor::from_f32(vec![xs.len()], xs);
+        let s = Tensor::scalar_f32(1.0);
+        let z = f8_zero(1);
+        let y = run("QuantizeLinear", &[], &[Some(&x), Some(&s), Some(&z)]);
+        assert_eq!(y.dtype(), DType::F8E4M3);
+        assert_eq!(codes(&y), cases.iter().map(|c| c.1).collect::<Vec<_>>());
+        let y = run(
+            "QuantizeLinear",
+            &[("saturate", Attr::Int(0))],
+            &[Some(&x), Some(&s), Some(&z)],
+        );
+        assert_eq!(codes(&y), cases.iter().map(|c| c.2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn quantize_divides_by_the_scale_in_f32_then_rounds_once() {
+        let x = Tensor::from_f32(vec![3], vec![0.3, 100.0, 2000.0]);
+        let s = Tensor::scalar_f32(0.1);
+        let y = run(
+            "QuantizeLinear",
+            &[],
+            &[Some(&x), Some(&s), Some(&f8_zero(1))],
+        );
+        let want: Vec<u8> = [0.3f32 / 0.1, 100.0 / 0.1, 2000.0 / 0.1]
+            .iter()
+            .map(|&v| F8E4M3::from_f32(v).to_bits())
+            .collect();
+        assert_eq!(codes(&y), want);
+        assert_eq!(codes(&y), vec![0x44, 0x7E, 0x7E]);
+    }
+
+    #[test]
+    fn quantize_per_axis_and_output_dtype() {
+        // Rows scaled by 0.5 and 4 (axis 0).
+        let x = Tensor::from_f32(vec![2, 2], vec![1.0, -300.0, 8.0, 2000.0]);
+        let s = Tensor::from_f32(vec![2], vec![0.5, 4.0]);
+        let z = f8_zero(2);
+        let axis = ("axis", Attr::Int(0));
+        let y = run(
+            "QuantizeLinear",
+            std::slice::from_ref(&axis),
+            &[Some(&x), Some(&s), Some(&z)],
+        );
+        assert_eq!(codes(&y), vec![0x40, 0xFE, 0x40, 0x7E]);
+        assert_eq!(y.shape(), &[2, 2]);
+        let nosat = [axis.clone(), ("saturate", Attr::Int(0))];
+        let y = run("QuantizeLinear", &nosat, &[Some(&x), Some(&s), Some(&z)]);
+        assert_eq!(codes(&y), vec![0x40, 0xFF, 0x40, 0x7F]);
+        // Opset 21: no zero point, the type from `output_dtype`.
+        let attrs = [axis, ("output_dtype", Attr::Int(17))];
+        let y = run("QuantizeLinear", &attrs, &[Some(&x), Some(&s), None]);
+        assert_eq!(codes(&y), vec![0x40, 0xFE, 0x40, 0x7E]);
+    }
+
+    #[test]
+    fn quantize_f16_input_and_scale() {
+        let h = |v: f32| f16::from_f32(v);
+        let x = Tensor::new(vec![2], TensorData::F16(vec![h(3.0), h(-1000.0)])).unwrap();
+        let s = Tensor::new(vec![], TensorData::F16(vec![h(2.0)])).unwrap();
+        let y = run(
+            "QuantizeLinear",
+            &[],
+            &[Some(&x), Some(&s), Some(&f8_zero(1))],
+        );
+        assert_eq!(codes(&y), vec![0x3C, 0xFE]);
+    }
+
+    #[test]
+    fn nonzero_zero_points_shift_values() {
+        let x = Tensor::from_f32(vec![2], vec![0.5, -0.0]);
+        let s = Tensor::scalar_f32(1.0);
+        let z = f8(&[0x38]).reshaped(vec![]).unwrap(); // 1.0
+        let y = run("QuantizeLinear", &[], &[Some(&x), Some(&s), Some(&z)]);
+        assert_eq!(codes(&y), vec![0x3C, 0x38]);
+        let back = run("DequantizeLinear", &[], &[Some(&y), Some(&s), Some(&z)]);
+        assert_eq!(back.as_f32().unwrap(), &[0.5, 0.0]);
+    }
+
+    #[test]
+    fn dequantize_edge_codes() {
+        let q = f8(&[0x7E, 0xFE, 0x01, 0x80, 0x00, 0x7F, 0xFF, 0x38]);
+        let s = Tensor::scalar_f32(2.0);
+        let y = run(
+            "DequantizeLinear",
+            &[],
+            &[Some(&q), Some(&s), Some(&f8_zero(1))],
+        );
+        let want = [
+            896.0f32,
+            -896.0,
+            2f32.powi(-8),
+            -0.0,
+            0.0,
+            f32::from_bits(0x7FC0_0000),
+            f32::from_bits(0xFFC0_0000),
+            2.0,
+        ];
+        assert_eq!(
+            bits(&y),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        );
+        // Without a zero point, the same.
+        let y2 = run("DequantizeLinear", &[], &[Some(&q), Some(&s), None]);
+        assert_eq!(bits(&y2), bits(&y));
+    }
+
+    #[test]
+    fn dequantize_per_axis_with_f16_scales() {
+        let q = f8(&[0x38, 0x40, 0x38, 0x40]).reshaped(vec![2, 2]).unwrap(); // 1, 2; 1, 2
+        let h = |v: f32| f16::from_f32(v);
+        let s = Tensor::new(vec![2], TensorData::F16(vec![h(0.1), h(3.0)])).unwrap();
+        let y = run(
+            "DequantizeLinear",
+            &[("axis", Attr::Int(1))],
+            &[Some(&q), Some(&s)],
+        );
+        assert_eq!(y.dtype(), DType::F16);
+        let s01 = h(0.1).to_f32();
+        assert_eq!(
+            y.to_f32_vec(),
+            vec![s01, 6.0, s01, 6.0]
+                .into_iter()
+                .map(|v| h(v).to_f32())
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn every_code_survives_dequantize_then_quantize() {
+        let all: Vec<u8> = (0..=255).collect();
+        let q = f8(&all);
+        let s = Tensor::scalar_f32(1.0);
+        let z = f8_zero(1);
+        let x = run("DequantizeLinear", &[], &[Some(&q), Some(&s), Some(&z)]);
+        for sat in [0, 1] {
+            let attrs = [("saturate", Attr::Int(sat))];
+            let back = run("QuantizeLinear", &attrs, &[Some(&x), Some(&s), Some(&z)]);
+            assert_eq!(codes(&back), all);
+        }
+    }
+
+    #[test]
+    fn fp8_zero_point_type_must_match_data() {
+        let q = f8(&[0x38]);
+        let z = Tensor::new(vec![], TensorData::I8(vec![0])).unwrap();
+        let s = Tensor::scalar_f32(1.0);
+        let e = eval_node(
+            &node("DequantizeLinear", &[], 1),
+            &[Some(&q), Some(&s), Some(&z)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("differs"), "{e}");
     }
 }
 

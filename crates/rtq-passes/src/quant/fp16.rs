@@ -1,5 +1,6 @@
-//! FP16 conversion: float weights and activations to half precision, with the ops
-//! that need FP32 kept there and values beyond FP16's range guarded.
+//! Half-precision conversion: float weights and activations to FP16 (or BF16, see
+//! [`Fp16Options::half`]), with the ops that need FP32 kept there and values beyond
+//! the half type's range guarded.
 
 use super::{NodeFilter, QuantError};
 use rtq_ir::{Attr, DType, Graph, NodeId, Tensor, ValueId};
@@ -8,6 +9,22 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Largest finite FP16 value.
 pub const FP16_MAX: f32 = 65504.0;
+
+/// Largest finite value of half type `half` (FP16 or BF16).
+fn half_max(half: DType) -> f32 {
+    match half {
+        DType::BF16 => half::bf16::MAX.to_f32(),
+        _ => FP16_MAX,
+    }
+}
+
+/// Name of half type `half` in value names and messages (`fp16`, `bf16`).
+fn half_name(half: DType) -> &'static str {
+    match half {
+        DType::BF16 => "bf16",
+        _ => "fp16",
+    }
+}
 
 /// Ops kept in FP32: numerically fragile (exponentials, powers, long reductions,
 /// normalisations whose variance overflows FP16, recurrent layers whose state
@@ -63,6 +80,10 @@ const QDQ_OPS: &[&str] = &["QuantizeLinear", "DequantizeLinear"];
 /// inputs and scales.
 pub const HALF_QDQ_OPSET: i64 = 19;
 
+/// The first default-domain opset where Conv, ConvTranspose, pooling and most
+/// activations are defined on bfloat16 (ONNX 1.17).
+pub const BF16_OPSET: i64 = 22;
+
 /// Inputs that ONNX requires to stay float32 whatever the data type (op, slot).
 const FLOAT32_ONLY_INPUTS: &[(&str, usize)] = &[("Resize", 1), ("Resize", 2), ("Upsample", 1)];
 
@@ -83,6 +104,10 @@ pub struct Fp16Options {
     /// FP16. Their scales should already be exact in FP16 (see
     /// [`super::ScaleFormat::F16`]); otherwise they are rounded to nearest.
     pub half_qdq: bool,
+    /// The half type: [`DType::F16`] (default) or [`DType::BF16`] (FP32's range with
+    /// 8 significant bits: the overflow guard and weight clamping then only apply at
+    /// BF16's own limit).
+    pub half: DType,
 }
 
 impl Default for Fp16Options {
@@ -93,6 +118,7 @@ impl Default for Fp16Options {
             observed_absmax: HashMap::new(),
             overflow_margin: 0.5,
             half_qdq: false,
+            half: DType::F16,
         }
     }
 }
@@ -126,15 +152,17 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         message: e.to_string(),
     })?;
     let mut summary = Fp16Summary::default();
+    let half = opts.half;
+    let guard = format!("{} guard", half_name(half).to_uppercase());
     if !opts.keep_io_types {
         for i in graph.inputs.clone() {
             if is_f32(graph, i) {
-                graph.value_mut(i).dtype = Some(DType::F16);
+                graph.value_mut(i).dtype = Some(half);
             }
         }
     }
     // 1. Decide each node's precision.
-    let limit = opts.overflow_margin * FP16_MAX;
+    let limit = opts.overflow_margin * half_max(half);
     let mut half_nodes: HashSet<NodeId> = HashSet::new();
     for &id in &order {
         let node = graph.node(id);
@@ -157,7 +185,7 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         } else {
             let qdq = QDQ_OPS
                 .contains(&op)
-                .then(|| half_qdq_obstacle(graph, id, limit));
+                .then(|| half_qdq_obstacle(graph, id, limit, &guard));
             qdq.flatten().or_else(|| {
                 node.outputs.iter().find_map(|o| {
                     opts.observed_absmax
@@ -165,7 +193,7 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
                         .filter(|&&m| m > limit)
                         .map(|m| {
                             format!(
-                                "output `{}` reaches {m:.1}, beyond the FP16 guard {limit:.0}",
+                                "output `{}` reaches {m:.1}, beyond the {guard} {limit:.0}",
                                 graph.value(*o).name
                             )
                         })
@@ -191,15 +219,19 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
             // Half-precision Q/DQ only exist from this opset on.
             graph.opset = graph.opset.max(HALF_QDQ_OPSET);
         }
+        if half == DType::BF16 {
+            // Conv, pooling and most activations take bfloat16 from this opset on.
+            graph.opset = graph.opset.max(BF16_OPSET);
+        }
         if node.outputs.iter().any(|&o| is_f32(graph, o)) || node.op_type == "Cast" {
-            let input_is_float = node
-                .input(0)
-                .is_some_and(|v| matches!(graph.value(v).dtype, Some(DType::F32 | DType::F16)));
-            retype_attrs(graph.node_mut(id), input_is_float);
+            let input_is_float = node.input(0).is_some_and(
+                |v| matches!(graph.value(v).dtype, Some(t) if t == DType::F32 || t == half),
+            );
+            retype_attrs(graph.node_mut(id), input_is_float, half);
         }
         for &o in &node.outputs {
             if is_f32(graph, o) {
-                graph.value_mut(o).dtype = Some(DType::F16);
+                graph.value_mut(o).dtype = Some(half);
             }
         }
     }
@@ -213,25 +245,26 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
         for (slot, input) in node.inputs.iter().enumerate() {
             let Some(v) = *input else { continue };
             let dtype = graph.value(v).dtype;
-            if !matches!(dtype, Some(DType::F32) | Some(DType::F16)) {
+            if !matches!(dtype, Some(t) if t == DType::F32 || t == half) {
                 continue;
             }
             let slot_half =
                 wants_half && !FLOAT32_ONLY_INPUTS.contains(&(node.op_type.as_str(), slot));
-            let target = if slot_half { DType::F16 } else { DType::F32 };
+            let target = if slot_half { half } else { DType::F32 };
             if dtype == Some(target) {
                 continue;
             }
-            let replacement = if let (Some(t), DType::F16) = (graph.constant(v).cloned(), target) {
+            let constant = graph.constant(v).filter(|_| target == half).cloned();
+            let replacement = if let Some(t) = constant {
                 // A float constant read in half precision: store a converted copy.
                 match half_consts.get(&v) {
                     Some(&c) => c,
                     None => {
-                        let (converted, clamped, underflowed) = to_half(&t);
+                        let (converted, clamped, underflowed) = to_half(&t, half);
                         summary.clamped_values += clamped;
                         summary.underflowed_values += underflowed;
                         summary.constants += 1;
-                        let name = format!("{}_fp16", graph.value(v).name);
+                        let name = format!("{}_{}", graph.value(v).name, half_name(half));
                         let c = graph.add_constant(&name, converted);
                         half_consts.insert(v, c);
                         c
@@ -257,13 +290,13 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
     if opts.keep_io_types {
         for i in 0..graph.outputs.len() {
             let out = graph.outputs[i];
-            if graph.value(out).dtype != Some(DType::F16) || graph.value(out).constant.is_some() {
+            if graph.value(out).dtype != Some(half) || graph.value(out).constant.is_some() {
                 continue;
             }
             let name = graph.value(out).name.clone();
             let cast_out = insert_cast(graph, out, DType::F32);
             summary.casts += 1;
-            let fresh = graph.fresh_value_name(&format!("{name}_fp16"));
+            let fresh = graph.fresh_value_name(&format!("{name}_{}", half_name(half)));
             graph.rename_value(out, &fresh).ok();
             graph
                 .rename_value(cast_out, &name)
@@ -279,9 +312,10 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
 }
 
 /// Why Q/DQ node `id` cannot compute in FP16, if it cannot: its float side spans
-/// `(integer extreme - zero point) * scale`, which must stay within `limit`, and
-/// only constant scales and zero points of 8-bit types are judged.
-fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32) -> Option<String> {
+/// `(quantized extreme - zero point) * scale`, which must stay within `limit`, and
+/// only constant scales and zero points of 8-bit types (INT8, UINT8, FP8 E4M3) are
+/// judged.
+fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32, guard: &str) -> Option<String> {
     let node = graph.node(id);
     let constant = |slot: usize| node.input(slot).and_then(|v| graph.constant(v));
     let Some(scale) = constant(1) else {
@@ -294,6 +328,7 @@ fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32) -> Option<String> {
     let (lo, hi) = match int_type {
         Some(DType::I8) => (-128.0f32, 127.0f32),
         Some(DType::U8) => (0.0, 255.0),
+        Some(DType::F8E4M3) => (-448.0, 448.0),
         other => return Some(format!("only 8-bit Q/DQ run in FP16, not {other:?}")),
     };
     let zero_points = constant(2).map(|z| z.to_f32_vec()).unwrap_or_default();
@@ -306,15 +341,18 @@ fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32) -> Option<String> {
             .unwrap_or(0.0);
         m.max((hi - zp).abs().max((lo - zp).abs()) * s.abs())
     });
-    (span > limit).then(|| {
-        format!("its quantization range reaches {span:.1}, beyond the FP16 guard {limit:.0}")
-    })
+    (span > limit)
+        .then(|| format!("its quantization range reaches {span:.1}, beyond the {guard} {limit:.0}"))
 }
 
 /// Adds `Cast(v, to)` and returns its output.
 fn insert_cast(graph: &mut Graph, v: ValueId, to: DType) -> ValueId {
     let name = graph.value(v).name.clone();
-    let suffix = if to == DType::F16 { "fp16" } else { "fp32" };
+    let suffix = if to == DType::F32 {
+        "fp32"
+    } else {
+        half_name(to)
+    };
     let out = graph.add_value(
         &format!("{name}_to_{suffix}"),
         Some(to),
@@ -333,27 +371,27 @@ fn insert_cast(graph: &mut Graph, v: ValueId, to: DType) -> ValueId {
 }
 
 /// Rewrites the attributes that set the element type of a node's output, for a node
-/// whose float32 outputs become float16: `Cast`'s `to`; the `value` tensor of
+/// whose float32 outputs become `half` (float16 or bfloat16): `Cast`'s `to`; the `value` tensor of
 /// `Constant`/`ConstantOfShape` (ConstantOfShape's default is a float32 zero); the
 /// `dtype` of `EyeLike`, the `Random*` generators and `Bernoulli` (whose `*Like` forms
 /// and EyeLike otherwise follow their input, float only if `input_is_float`).
-fn retype_attrs(node: &mut rtq_ir::Node, input_is_float: bool) {
-    let (f32_code, f16_code) = (DType::F32.onnx_code() as i64, DType::F16.onnx_code() as i64);
+fn retype_attrs(node: &mut rtq_ir::Node, input_is_float: bool, half: DType) {
+    let (f32_code, f16_code) = (DType::F32.onnx_code() as i64, half.onnx_code() as i64);
     let op = node.op_type.as_str();
     match op {
         "Cast" if node.attr_int("to", 0) == f32_code => {
             node.attrs.insert("to".into(), Attr::Int(f16_code));
         }
         "Constant" | "ConstantOfShape" => {
-            let half = match node.attrs.get("value") {
-                Some(Attr::Tensor(t)) if t.dtype() == DType::F32 => Some(to_half(t).0),
+            let converted = match node.attrs.get("value") {
+                Some(Attr::Tensor(t)) if t.dtype() == DType::F32 => Some(to_half(t, half).0),
                 None if op == "ConstantOfShape" => {
-                    let zero = Tensor::new(vec![1], rtq_ir::TensorData::F16(vec![half::f16::ZERO]));
+                    let zero = Tensor::new(vec![1], rtq_ir::TensorData::zeros(half, 1));
                     Some(zero.expect("one value"))
                 }
                 _ => None,
             };
-            if let Some(t) = half {
+            if let Some(t) = converted {
                 node.attrs.insert("value".into(), Attr::Tensor(t));
             }
         }
@@ -376,29 +414,26 @@ fn retype_attrs(node: &mut rtq_ir::Node, input_is_float: bool) {
     }
 }
 
-/// Converts an f32 tensor to f16, clamping to ±65504; returns (tensor, clamped, underflowed).
-fn to_half(t: &Tensor) -> (Tensor, usize, usize) {
-    let values = t.to_f32_vec();
+/// Converts an f32 tensor to `half` (FP16 or BF16), clamping to its largest finite
+/// value; returns (tensor, clamped, underflowed).
+fn to_half(t: &Tensor, half: DType) -> (Tensor, usize, usize) {
+    let max = half_max(half);
     let mut clamped = 0;
-    let mut underflowed = 0;
-    let halves: Vec<half::f16> = values
+    let clamp = |x: f32| {
+        if x.is_finite() && x.abs() > max {
+            clamped += 1;
+            x.signum() * max
+        } else {
+            x
+        }
+    };
+    let values: Vec<f32> = t.to_f32_vec().into_iter().map(clamp).collect();
+    let tensor = Tensor::from_f32(t.shape().to_vec(), values.clone()).cast(half);
+    let underflowed = values
         .iter()
-        .map(|&x| {
-            let y = if x.is_finite() && x.abs() > FP16_MAX {
-                clamped += 1;
-                x.signum() * FP16_MAX
-            } else {
-                x
-            };
-            let h = half::f16::from_f32(y);
-            if y != 0.0 && h.to_f32() == 0.0 {
-                underflowed += 1;
-            }
-            h
-        })
-        .collect();
-    let tensor =
-        Tensor::new(t.shape().to_vec(), rtq_ir::TensorData::F16(halves)).expect("same shape");
+        .zip(tensor.to_f32_vec())
+        .filter(|&(&y, h)| y != 0.0 && h == 0.0)
+        .count();
     (tensor, clamped, underflowed)
 }
 
@@ -428,6 +463,26 @@ mod tests {
         g.add_node("relu", "Relu", vec![Some(e)], vec![y], BTreeMap::new());
         g.outputs.push(y);
         (g, c)
+    }
+
+    #[test]
+    fn bf16_keeps_large_values_and_raises_the_opset() {
+        // The FP16 graph's 1e6 weight is clamped to 65504 there; BF16 holds it.
+        let (mut g, _) = graph();
+        let opts = Fp16Options {
+            half: DType::BF16,
+            ..Default::default()
+        };
+        let s = convert_fp16(&mut g, &opts).unwrap();
+        assert_eq!(s.clamped_values, 0);
+        assert_eq!(g.opset, BF16_OPSET);
+        let w = g.constant(g.value_by_name("w_bf16").unwrap()).unwrap();
+        assert_eq!(w.dtype(), DType::BF16);
+        assert_eq!(w.to_f32_vec(), vec![half::bf16::from_f32(1e6).to_f32()]);
+        let c = g.value_by_name("c").unwrap();
+        assert_eq!(g.value(c).dtype, Some(DType::BF16));
+        crate::infer_shapes(&mut g).unwrap();
+        rtq_ir::verify(&g).unwrap();
     }
 
     #[test]

@@ -16,15 +16,19 @@
 //!   Q/DQ, which types the QuantizeLinear output; omitted on weight DequantizeLinear,
 //!   where it defaults to 0), one shared Q/DQ pair per activation tensor.
 //!
+//! * FP8 E4M3 (`grid` = [`QuantGrid::Fp8E4M3`]): the same placement, Q/DQ with
+//!   `FLOAT8E4M3FN` zero points and scales amax / 448, weights stored as FP8 (opset 19,
+//!   where FP8 Q/DQ begin).
+//!
 //! The transform runs in two steps: [`plan_int8`] decides what to quantize (and so
 //! which activations need calibration ranges), [`apply_int8`] rewrites the graph.
 
 use super::placement::{
     fusible_backbone, gemv_reason, long_attention_reason, shared_scale_groups, INT8_WEIGHTED_OPS,
 };
-use super::weights::quantize_per_channel;
+use super::weights::quantize_weights;
 use super::{NodeFilter, QuantError, ScaleFormat};
-use rtq_ir::{Attr, DType, Graph, NodeId, QuantParams, Tensor, TensorData, ValueId};
+use rtq_ir::{Attr, DType, Graph, NodeId, QuantGrid, QuantParams, Tensor, TensorData, ValueId};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -51,7 +55,12 @@ pub struct Int8Options {
     /// Type whose values the scales must be exact in (FP16 for mixed INT8/FP16 builds,
     /// whose FP16 conversion then stores them without rounding).
     pub scale_format: ScaleFormat,
+    /// The grid quantized tensors take: INT8, or FP8 E4M3.
+    pub grid: QuantGrid,
 }
+
+/// First default-domain opset with FP8 QuantizeLinear/DequantizeLinear.
+pub const FP8_QDQ_OPSET: i64 = 19;
 
 impl Default for Int8Options {
     fn default() -> Self {
@@ -63,6 +72,7 @@ impl Default for Int8Options {
             quantize_gemv: false,
             sample_shapes: Arc::default(),
             scale_format: ScaleFormat::F32,
+            grid: QuantGrid::Int8,
         }
     }
 }
@@ -97,6 +107,8 @@ pub struct Int8Plan {
     pub shared: Vec<Vec<ValueId>>,
     /// Type whose values the scales are made exact in.
     pub scale_format: ScaleFormat,
+    /// The grid quantized tensors take.
+    pub grid: QuantGrid,
 }
 
 impl Int8Plan {
@@ -126,6 +138,7 @@ impl Int8Plan {
             quantized_nodes: vec![node],
             skipped: Vec::new(),
             scale_format: self.scale_format,
+            grid: self.grid,
         }
     }
 }
@@ -169,6 +182,7 @@ pub fn plan_int8(graph: &Graph, opts: &Int8Options) -> Result<Int8Plan, QuantErr
     let position: HashMap<NodeId, usize> = order.iter().enumerate().map(|(i, &n)| (n, i)).collect();
     let mut plan = Int8Plan {
         scale_format: opts.scale_format,
+        grid: opts.grid,
         ..Int8Plan::default()
     };
     let mut activations: BTreeSet<(usize, ValueId)> = BTreeSet::new();
@@ -315,6 +329,10 @@ pub fn apply_int8(
     ranges: &HashMap<ValueId, f32>,
 ) -> Result<Int8Summary, QuantError> {
     let mut dequantized: HashMap<ValueId, ValueId> = HashMap::new();
+    let grid = plan.grid;
+    if grid == QuantGrid::Fp8E4M3 && !(plan.activations.is_empty() && plan.weights.is_empty()) {
+        graph.opset = graph.opset.max(FP8_QDQ_OPSET);
+    }
     // Each activation's amax; the members of a shared group take the group's largest.
     let mut amax_of: HashMap<ValueId, f32> = HashMap::new();
     for &v in &plan.activations {
@@ -338,7 +356,7 @@ pub fn apply_int8(
     for &v in &plan.activations {
         let name = graph.value(v).name.clone();
         let amax = amax_of[&v];
-        let params = QuantParams::int8(amax);
+        let params = QuantParams::new(grid, amax);
         if !params.is_valid() {
             return Err(QuantError::BadRange { tensor: name, amax });
         }
@@ -346,10 +364,14 @@ pub fn apply_int8(
         let scale = graph.add_constant(&format!("{name}_scale"), Tensor::scalar_f32(scale));
         let zero = graph.add_constant(
             &format!("{name}_zero_point"),
-            Tensor::new(vec![], TensorData::I8(vec![0])).expect("scalar"),
+            Tensor::new(vec![], TensorData::zeros(grid.dtype(), 1)).expect("scalar"),
         );
         let shape = graph.value(v).shape.clone();
-        let q = graph.add_value(&format!("{name}_quantized"), Some(DType::I8), shape.clone());
+        let q = graph.add_value(
+            &format!("{name}_quantized"),
+            Some(grid.dtype()),
+            shape.clone(),
+        );
         graph.add_node(
             &format!("{name}_QuantizeLinear"),
             "QuantizeLinear",
@@ -397,8 +419,13 @@ pub fn apply_int8(
             Some(axis) if axis < tensor.rank() => (axis, tensor.shape().to_vec()),
             _ => (0, vec![1, tensor.len()]),
         };
-        let (q, scales) =
-            quantize_per_channel(data, &shape_for_quant, axis_for_quant, plan.scale_format);
+        let (q, scales) = quantize_weights(
+            data,
+            &shape_for_quant,
+            axis_for_quant,
+            grid,
+            plan.scale_format,
+        );
         let channels = scales.len();
         let per_channel = wq.axis.is_some_and(|a| a < tensor.rank());
         let scale_t = if per_channel {
@@ -408,7 +435,7 @@ pub fn apply_int8(
         };
         let qw = graph.add_constant(
             &format!("{name}_quantized"),
-            Tensor::new(tensor.shape().to_vec(), TensorData::I8(q)).expect("same shape"),
+            Tensor::new(tensor.shape().to_vec(), q).expect("same shape"),
         );
         let scale = graph.add_constant(&format!("{name}_scale"), scale_t);
         let dq = graph.add_value(
@@ -426,8 +453,8 @@ pub fn apply_int8(
         graph.add_node(
             &format!("{name}_DequantizeLinear"),
             "DequantizeLinear",
-            // No zero-point input: it is optional and 0 when absent (the int8 type comes
-            // from the quantized weight), which saves a byte per channel.
+            // No zero-point input: it is optional and 0 when absent (the int8 or FP8
+            // type comes from the quantized weight), which saves a byte per channel.
             vec![Some(qw), Some(scale)],
             vec![dq],
             attrs,
@@ -534,6 +561,35 @@ mod tests {
         assert!(g.consumers()[c.index()]
             .iter()
             .all(|&(n, _)| g.node(n).op_type == "Relu"));
+    }
+
+    #[test]
+    fn fp8_grid_stores_e4m3_weights_and_zero_points_at_opset_19() {
+        let (mut g, x, a) = residual_graph();
+        let opts = Int8Options {
+            grid: QuantGrid::Fp8E4M3,
+            ..Default::default()
+        };
+        let plan = plan_int8(&g, &opts).unwrap();
+        let summary = apply_int8(&mut g, &plan, &HashMap::from([(x, 2.0), (a, 4.48)])).unwrap();
+        assert_eq!((summary.activation_qdq, summary.weight_qdq), (2, 2));
+        rtq_ir::verify(&g).unwrap();
+        assert_eq!(g.opset, FP8_QDQ_OPSET);
+        let scale = g.constant(g.value_by_name("a_scale").unwrap()).unwrap();
+        assert_eq!(scale.as_f32().unwrap(), &[4.48f32 / 448.0]);
+        let zero = g
+            .constant(g.value_by_name("a_zero_point").unwrap())
+            .unwrap();
+        assert_eq!(zero.dtype(), DType::F8E4M3);
+        let q = g.value_by_name("a_quantized").unwrap();
+        assert_eq!(g.value(q).dtype, Some(DType::F8E4M3));
+        // w = [[1, -2], [0.5, 0.25]] per output channel: scales 2/448 and 0.5/448;
+        // each channel's largest weight lands on 448, the others on exact E4M3 values.
+        let w = g.constant(g.value_by_name("w_quantized").unwrap()).unwrap();
+        assert_eq!(w.dtype(), DType::F8E4M3);
+        assert_eq!(w.to_f32_vec(), vec![224.0, -448.0, 448.0, 224.0]);
+        let ws = g.constant(g.value_by_name("w_scale").unwrap()).unwrap();
+        assert_eq!(ws.as_f32().unwrap(), &[2.0 / 448.0, 0.5 / 448.0]);
     }
 
     #[test]

@@ -19,9 +19,11 @@ pub use equalize::{
 };
 pub use error::QuantError;
 pub use filter::NodeFilter;
-pub use fp16::{convert_fp16, Fp16Options, Fp16Summary, FP16_MAX, HALF_QDQ_OPSET};
-pub use int8::{apply_int8, plan_int8, Int8Options, Int8Plan, Int8Summary, WeightQuant};
+pub use fp16::{convert_fp16, Fp16Options, Fp16Summary, BF16_OPSET, FP16_MAX, HALF_QDQ_OPSET};
+pub use int8::{
+    apply_int8, plan_int8, Int8Options, Int8Plan, Int8Summary, WeightQuant, FP8_QDQ_OPSET,
+};
 pub use passes::{EqualizePass, Fp16Pass, Int8QdqPass, PRECISION_PASS_NAMES};
 pub use placement::{INT8_ATTENTION_MAX_KEYS, INT8_WEIGHTED_OPS};
 pub use rtq_ir::ScaleFormat;
-pub use weights::{quantize_per_channel, quantize_symmetric};
+pub use weights::{quantize_per_channel, quantize_symmetric, quantize_weights};

@@ -8,7 +8,7 @@ use super::{
     Fp16Options, Fp16Summary, Int8Plan, Int8Summary,
 };
 use crate::{Pass, PassError};
-use rtq_ir::{Graph, ValueId};
+use rtq_ir::{Graph, QuantGrid, ValueId};
 use std::collections::HashMap;
 
 /// Inserts INT8 Q/DQ nodes per a plan ([`super::plan_int8`]) with calibrated ranges
@@ -23,6 +23,8 @@ pub struct Int8QdqPass<'a> {
 impl<'a> Int8QdqPass<'a> {
     /// Name of the pass.
     pub const NAME: &'static str = "int8-qdq";
+    /// Name of the pass when the plan quantizes to FP8 E4M3.
+    pub const FP8_NAME: &'static str = "fp8-qdq";
 
     /// The pass for `plan`, with `ranges` giving each planned activation's amax.
     pub fn new(plan: &'a Int8Plan, ranges: &'a HashMap<ValueId, f32>) -> Int8QdqPass<'a> {
@@ -41,14 +43,16 @@ impl<'a> Int8QdqPass<'a> {
 
 impl Pass for Int8QdqPass<'_> {
     fn name(&self) -> &'static str {
-        Self::NAME
+        match self.plan.grid {
+            QuantGrid::Int8 => Self::NAME,
+            QuantGrid::Fp8E4M3 => Self::FP8_NAME,
+        }
     }
 
     fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
         let (plan, ranges) = (self.plan, self.ranges);
-        run_once(&mut self.summary, Self::NAME, || {
-            apply_int8(graph, plan, ranges)
-        })
+        let name = self.name();
+        run_once(&mut self.summary, name, || apply_int8(graph, plan, ranges))
     }
 }
 
@@ -153,7 +157,12 @@ fn run_once<S>(
 }
 
 /// Names of the precision passes, for validating `--stop-after`.
-pub const PRECISION_PASS_NAMES: &[&str] = &[EqualizePass::NAME, Int8QdqPass::NAME, Fp16Pass::NAME];
+pub const PRECISION_PASS_NAMES: &[&str] = &[
+    EqualizePass::NAME,
+    Int8QdqPass::NAME,
+    Int8QdqPass::FP8_NAME,
+    Fp16Pass::NAME,
+];
 
 #[cfg(test)]
 mod tests {

@@ -221,6 +221,32 @@ mod tests {
     }
 
     #[test]
+    fn fp8_casts() {
+        // 17 is FLOAT8E4M3FN; `saturate` does not change the type.
+        let f = Case::new("Cast")
+            .input(DType::F32, vec![sym("N"), s(3)])
+            .attr("to", Attr::Int(17))
+            .attr("saturate", Attr::Int(0))
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F8E4M3));
+        assert_eq!(f[0].shape, Some(vec![sym("N"), s(3)]));
+        let f = Case::new("Cast")
+            .input(DType::F8E4M3, vec![s(3)])
+            .attr("to", Attr::Int(1))
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F32));
+        let f = Case::new("CastLike")
+            .input(DType::F16, vec![s(2), s(5)])
+            .input(DType::F8E4M3, vec![s(1)])
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F8E4M3));
+        assert_eq!(f[0].shape, Some(vec![s(2), s(5)]));
+    }
+
+    #[test]
     fn constant_of_shape_and_range() {
         let f = Case::new("ConstantOfShape")
             .ints(&[2, 3])

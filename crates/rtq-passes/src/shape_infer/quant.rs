@@ -75,4 +75,43 @@ mod tests {
             .unwrap();
         assert_eq!(f[0].dtype, Some(DType::F16));
     }
+
+    #[test]
+    fn fp8_qdq_types() {
+        use rtq_ir::{Attr, F8E4M3};
+        let zero = || Tensor::new(vec![], TensorData::F8E4M3(vec![F8E4M3::ZERO])).unwrap();
+        // The zero point's type.
+        let f = Case::new("QuantizeLinear")
+            .input(DType::F32, vec![sym("N"), s(8)])
+            .constant(Tensor::scalar_f32(0.1))
+            .constant(zero())
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F8E4M3));
+        assert_eq!(f[0].shape, Some(vec![sym("N"), s(8)]));
+        // Opset 21: `output_dtype` without a zero point (17 is FLOAT8E4M3FN).
+        let f = Case::new("QuantizeLinear")
+            .input(DType::F16, vec![s(8)])
+            .constant(Tensor::new(vec![], TensorData::F16(vec![half::f16::ONE])).unwrap())
+            .attr("output_dtype", Attr::Int(17))
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F8E4M3));
+        // Dequantizing FP8 gives the scale's type, per tensor or per axis.
+        let f = Case::new("DequantizeLinear")
+            .input(DType::F8E4M3, vec![s(4), s(3)])
+            .constant(Tensor::from_f32(vec![4], vec![0.5; 4]))
+            .constant(Tensor::new(vec![4], TensorData::F8E4M3(vec![F8E4M3::ZERO; 4])).unwrap())
+            .attr("axis", Attr::Int(0))
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F32));
+        assert_eq!(f[0].shape, Some(vec![s(4), s(3)]));
+        let f = Case::new("DequantizeLinear")
+            .input(DType::F8E4M3, vec![s(2)])
+            .constant(Tensor::new(vec![], TensorData::F16(vec![half::f16::ONE])).unwrap())
+            .infer()
+            .unwrap();
+        assert_eq!(f[0].dtype, Some(DType::F16));
+    }
 }
