@@ -58,7 +58,14 @@ fn quantized_tensors(candidate: &Graph) -> HashMap<String, (f32, QuantGrid)> {
             let x = n.input(0)?;
             let scale = candidate.constant(n.input(1)?)?;
             let scale = (scale.len() == 1).then(|| scale.to_f32_vec()[0])?;
-            let grid = QuantGrid::of_dtype(candidate.value(n.outputs[0]).dtype?)?;
+            // The zero point's type says the grid (a loaded model's value types may be
+            // unknown); INT8 where neither says.
+            let dtype = n
+                .input(2)
+                .and_then(|z| candidate.constant(z))
+                .map(|z| z.dtype())
+                .or(candidate.value(n.outputs[0]).dtype);
+            let grid = dtype.and_then(QuantGrid::of_dtype).unwrap_or_default();
             Some((candidate.value(x).name.clone(), (scale, grid)))
         })
         .collect()
