@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod accuracy;
+pub mod awq;
 pub mod bias_correction;
 pub mod calibrate;
 pub mod comparison;

@@ -1,8 +1,8 @@
 //! Every mode on every model: the nine light models of the `onnx` wheel and the three
 //! PP-OCR models of `rapidocr-onnxruntime`, each built with `--fp16`, `--int8` (the
 //! default `auto`, then each calibrator: entropy, max, percentile, mse) and
-//! `--int8 --fp16`, and FP8 E4M3 (`--fp8` from the saved statistics, `--fp8 --fp16` on
-//! the data with every accuracy remedy). Every output must pass onnx.checker's full check, load and run in
+//! `--int8 --fp16`, FP8 E4M3 (`--fp8` from the saved statistics, `--fp8 --fp16` on
+//! the data with every accuracy remedy) and INT4 weight-only with FP16 activations. Every output must pass onnx.checker's full check, load and run in
 //! onnxruntime and stay close to the FP32 original on held-out inputs. (The light
 //! models' weights are constants, so their outputs barely vary: for them this checks
 //! the conversion, not accuracy; labeled accuracy lives in `bench/` and the encoder
@@ -82,6 +82,20 @@ fn modes(calib: &Path, stats: &Path) -> Vec<Mode> {
         args: s(&["--fp8", "--fp16", "--calib", &calib, "--holdout", "1"]),
         min_cosine: 0.9,
     });
+    // INT4 weight-only MatMul/Gemm weights (AWQ on the data), FP16 elsewhere; models
+    // without such weights come out as plain FP16 builds.
+    modes.push(Mode {
+        name: "int4w-fp16",
+        args: s(&[
+            "--int4-weights",
+            "--fp16",
+            "--calib",
+            &calib,
+            "--holdout",
+            "1",
+        ]),
+        min_cosine: 0.9,
+    });
     modes
 }
 
@@ -108,7 +122,7 @@ fn every_mode(model: &Path, calib: &Path, held_out: &[PathBuf]) -> Vec<String> {
             mode.name,
             mode.min_cosine
         );
-        if mode.name != "fp16" {
+        if !matches!(mode.name, "fp16" | "int4w-fp16") {
             assert!(c["qdq"].as_u64().unwrap() > 0, "{stem} {}: {c}", mode.name);
         }
     }

@@ -263,7 +263,7 @@ def eval(  # noqa: A001 - the command's name
 
 
 # Element types NumPy has no dtype for come back as their raw bits.
-_RAW_BITS = {"bfloat16": np.uint16, "fp8e4m3": np.uint8, "e8m0": np.uint8}
+_RAW_BITS = {"bfloat16": np.uint16, "fp8e4m3": np.uint8, "e8m0": np.uint8, "int4": np.int8}
 
 
 class Engine:

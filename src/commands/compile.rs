@@ -63,6 +63,25 @@ pub struct CompileArgs {
     /// No calibration cache is written (TensorRT's caches are INT8 only). Needs --calib.
     #[arg(long)]
     pub fp8: bool,
+    /// Store MatMul/Gemm weights as INT4 (weight-only: activations stay in FP32, or in
+    /// FP16/BF16 with --fp16 / --high-precision bf16, as TensorRT's weight-only GEMMs
+    /// and ModelOpt's `int4` mode do): one scale per --int4-block-size input channels
+    /// and output channel, behind a DequantizeLinear with `block_size` (opset 21).
+    #[arg(long, conflicts_with_all = ["int8", "fp8"])]
+    pub int4_weights: bool,
+    /// Input channels per INT4 scale: 32, 64 or 128.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 128,
+        requires = "int4_weights"
+    )]
+    pub int4_block_size: usize,
+    /// How INT4 weights are rounded: `awq` tunes per-input-channel scales and clip
+    /// ratios on calibration activations (the default with --calib), `rtn` rounds to
+    /// nearest (the default without).
+    #[arg(long, value_name = "METHOD", value_parser = ["awq", "rtn"], requires = "int4_weights")]
+    pub int4_method: Option<String>,
     /// Directory of calibration samples (.npy, .npz, .png, .jpg), or a .rtqpack sample pack.
     #[arg(long, value_name = "DIR")]
     pub calib: Option<PathBuf>,
@@ -248,6 +267,9 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
     Ok(CompileOptions {
         fp16: args.fp16 || args.high_precision.as_deref() == Some("fp16"),
         bf16: args.high_precision.as_deref() == Some("bf16"),
+        int4_weights: args.int4_weights,
+        int4_block_size: args.int4_block_size,
+        int4_awq: args.int4_method.as_deref().map(|m| m == "awq"),
         int8: args.int8,
         fp8: args.fp8,
         calib_dir: args.calib.clone(),

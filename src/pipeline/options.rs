@@ -37,12 +37,14 @@ impl HalfType {
     }
 }
 
-/// The numeric precision of a build: what is quantized (INT8 or FP8 Q/DQ, or nothing)
-/// and the type everything else computes in (FP32, or a half type).
+/// The numeric precision of a build: what is quantized (INT8 or FP8 Q/DQ, INT4
+/// weights, or nothing) and the type everything else computes in (FP32, or a half type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Precision {
-    /// The grid of the Q/DQ nodes, if the build quantizes.
+    /// The grid of the Q/DQ nodes, if the build quantizes activations and weights.
     pub grid: Option<QuantGrid>,
+    /// MatMul/Gemm weights stored as INT4 (weight-only; `--int4-weights`).
+    pub int4_weights: bool,
     /// The type of everything not quantized; `None`: FP32.
     pub half: Option<HalfType>,
 }
@@ -51,6 +53,7 @@ impl Precision {
     /// Optimised FP32 (no precision transform).
     pub const FP32: Precision = Precision {
         grid: None,
+        int4_weights: false,
         half: None,
     };
 
@@ -64,24 +67,31 @@ impl Precision {
         };
         Precision {
             grid,
+            int4_weights: false,
             half: fp16.then_some(HalfType::Fp16),
         }
     }
 
     /// Name in reports and model metadata (`fp32`, `fp16`, `bf16`, `int8`,
-    /// `int8+fp16`, `fp8`, `fp8+bf16`, ...).
+    /// `int8+fp16`, `fp8`, `fp8+bf16`, `int4w+fp16` (INT4 weight-only), ...).
     pub fn name(self) -> String {
-        match (self.grid, self.half) {
-            (None, None) => "fp32".into(),
-            (None, Some(h)) => h.name().into(),
-            (Some(g), None) => g.name().into(),
-            (Some(g), Some(h)) => format!("{}+{}", g.name(), h.name()),
+        let parts: Vec<&str> = [
+            self.grid.map(QuantGrid::name),
+            self.int4_weights.then_some("int4w"),
+            self.half.map(HalfType::name),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match parts.is_empty() {
+            true => "fp32".into(),
+            false => parts.join("+"),
         }
     }
 
     /// Suffix of the emitted model's file name (`model_int8.onnx`, `model_int8_fp16.onnx`).
     pub fn file_suffix(self) -> String {
-        match self.grid.is_none() && self.half.is_none() {
+        match self == Precision::FP32 {
             true => "_opt".into(),
             false => format!("_{}", self.name().replace('+', "_")),
         }
@@ -200,6 +210,11 @@ impl StopAfter {
             StopAfter::Pass(rtq_passes::quant::EqualizePass::NAME) if !opts.equalizes() => {
                 "this build does not equalize (add --int8 --equalize, or --calib-method auto)"
             }
+            StopAfter::Pass(rtq_passes::quant::Int4WeightsPass::NAME)
+                if !precision.int4_weights =>
+            {
+                "this build stores no INT4 weights (add --int4-weights)"
+            }
             StopAfter::Pass(rtq_passes::quant::Fp16Pass::NAME) if !precision.has_half() => {
                 "this build converts nothing to FP16 or BF16 (add --fp16 or --high-precision bf16)"
             }
@@ -271,6 +286,14 @@ pub struct CompileOptions {
     pub fp16: bool,
     /// Convert to BF16 (`--high-precision bf16`).
     pub bf16: bool,
+    /// Store MatMul/Gemm weights as blockwise INT4 (`--int4-weights`).
+    pub int4_weights: bool,
+    /// INT4 block size (`--int4-block-size`: 32, 64 or 128).
+    pub int4_block_size: usize,
+    /// Tune INT4 weights on calibration activations (AWQ: input-channel scales and clip
+    /// ratios) rather than round to nearest (`--int4-method awq|rtn`); `None`: AWQ when
+    /// calibration data is given.
+    pub int4_awq: Option<bool>,
     /// Quantize to INT8 (needs calibration data).
     pub int8: bool,
     /// Quantize to FP8 E4M3 (needs calibration data).
@@ -376,6 +399,9 @@ impl CompileOptions {
             out_dir: out_dir.into(),
             fp16: false,
             bf16: false,
+            int4_weights: false,
+            int4_block_size: 128,
+            int4_awq: None,
             int8: false,
             fp8: false,
             calib_dir: None,
@@ -437,6 +463,7 @@ impl CompileOptions {
         if self.bf16 {
             precision.half = Some(HalfType::Bf16);
         }
+        precision.int4_weights = self.int4_weights;
         precision
     }
 
@@ -447,6 +474,21 @@ impl CompileOptions {
         }
         if self.fp16 && self.bf16 {
             bail!("--fp16 and --high-precision bf16 are two half types: pick one");
+        }
+        if self.int4_weights && (self.int8 || self.fp8) {
+            bail!(
+                "--int4-weights quantizes MatMul/Gemm weights only, with activations in high \
+                 precision: it does not combine with --int8 or --fp8"
+            );
+        }
+        if !rtq_passes::quant::INT4_BLOCK_SIZES.contains(&self.int4_block_size) {
+            bail!(
+                "--int4-block-size {}: use 32, 64 or 128",
+                self.int4_block_size
+            );
+        }
+        if self.int4_awq == Some(true) && self.calib_dir.is_none() {
+            bail!("--int4-method awq measures calibration activations: pass --calib DIR");
         }
         if self.int8
             && self.calib_dir.is_none()
@@ -653,7 +695,16 @@ mod tests {
         let bf16 = Precision {
             grid: Some(QuantGrid::Fp8E4M3),
             half: Some(HalfType::Bf16),
+            int4_weights: false,
         };
+        let int4 = Precision {
+            int4_weights: true,
+            ..Precision::from_flags(false, false, true)
+        };
+        assert_eq!(
+            (int4.name().as_str(), int4.file_suffix().as_str()),
+            ("int4w+fp16", "_int4w_fp16")
+        );
         assert_eq!(
             (bf16.name().as_str(), bf16.file_suffix().as_str()),
             ("fp8+bf16", "_fp8_bf16")

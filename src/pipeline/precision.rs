@@ -7,8 +7,15 @@ use super::{Build, Calibrated, Flow, Optimized, Stage};
 use anyhow::{Context, Result};
 use rtq_calib::RangeStats;
 use rtq_emit::QuantSummary;
-use rtq_ir::{DType, Graph, ValueId};
-use rtq_passes::quant::{Fp16Options, Fp16Pass, Int8QdqPass, INT8_WEIGHTED_OPS};
+use rtq_ir::{DType, Graph, NodeId, ValueId};
+use rtq_passes::quant::{
+    plan_int4, Fp16Options, Fp16Pass, Int4Options, Int4Plan, Int4Tuning, Int4WeightsPass,
+    Int8QdqPass, INT8_WEIGHTED_OPS,
+};
+use std::collections::HashMap;
+
+/// At most this many calibration files feed the AWQ search.
+const AWQ_FILES: usize = 16;
 use rtq_passes::{InferShapes, Pass};
 
 /// The model in its target precision, with the FP32 reference it came from.
@@ -38,8 +45,22 @@ impl Build<'_> {
         let mut fp16 = precision
             .has_half()
             .then(|| Fp16Pass::new(self.fp16_options(observed)));
+        let int4_plan = match precision.int4_weights {
+            true => Some(self.plan_int4(&optimized.graph)?),
+            false => None,
+        };
+        let (int4_tuning, awq_layers) = match &int4_plan {
+            Some(plan) => self.tune_int4(&optimized.graph, plan, &calibrated)?,
+            None => (HashMap::new(), Vec::new()),
+        };
+        let mut int4 = int4_plan
+            .as_ref()
+            .map(|plan| Int4WeightsPass::new(plan, self.int4_options(), &int4_tuning));
         let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
         if let Some(pass) = int8.as_mut() {
+            passes.push(Box::new(pass));
+        }
+        if let Some(pass) = int4.as_mut() {
             passes.push(Box::new(pass));
         }
         if let Some(pass) = fp16.as_mut() {
@@ -75,6 +96,16 @@ impl Build<'_> {
                 ));
             }
         }
+        if let Some(summary) = int4.as_ref().and_then(Int4WeightsPass::summary) {
+            let mut json = serde_json::to_value(summary)?;
+            json["method"] = match awq_layers.is_empty() {
+                true => "round-to-nearest".into(),
+                false => "awq (input-channel scales and clip ratios)".into(),
+            };
+            json["awq"] = serde_json::to_value(&awq_layers)?;
+            self.report.passes["int4_weights"] = json;
+            self.report.precision = precision.name();
+        }
         if let Some(summary) = fp16.as_ref().and_then(Fp16Pass::summary) {
             self.report.passes["fp16"] = serde_json::to_value(summary)?;
             self.report.precision = precision.name();
@@ -85,6 +116,7 @@ impl Build<'_> {
             let suffix = match last_ran.as_deref() {
                 Some(Int8QdqPass::NAME) => "_int8".to_string(),
                 Some(Int8QdqPass::FP8_NAME) => "_fp8".to_string(),
+                Some(Int4WeightsPass::NAME) => "_int4w".to_string(),
                 _ => precision.file_suffix(),
             };
             let files = std::mem::take(&mut self.files);
@@ -100,6 +132,49 @@ impl Build<'_> {
         }))
     }
 
+    /// The INT4 weight-only transform's options: the CLI's block size and exclusions,
+    /// scales exact in the build's half type.
+    fn int4_options(&self) -> Int4Options {
+        Int4Options {
+            block_size: self.opts.int4_block_size,
+            exclude: self.opts.int8_opts.exclude.clone(),
+            scale_format: self.scale_format(),
+        }
+    }
+
+    /// Which MatMul/Gemm weights become INT4.
+    fn plan_int4(&self, graph: &Graph) -> Result<Int4Plan> {
+        plan_int4(graph, &self.int4_options()).context("planning INT4 weights")
+    }
+
+    /// AWQ's per-node input scales and clip ratios, measured on the calibration files
+    /// (none: round to nearest, without data or with `--int4-method rtn`).
+    fn tune_int4(
+        &mut self,
+        graph: &Graph,
+        plan: &Int4Plan,
+        calibrated: &Calibrated,
+    ) -> Result<(HashMap<NodeId, Int4Tuning>, Vec<crate::awq::AwqLayer>)> {
+        let Some(set) = calibrated.set.as_ref() else {
+            return Ok((HashMap::new(), Vec::new()));
+        };
+        if self.opts.int4_awq == Some(false) || calibrated.calib_files.is_empty() {
+            return Ok((HashMap::new(), Vec::new()));
+        }
+        let files = &calibrated.calib_files[..calibrated.calib_files.len().min(AWQ_FILES)];
+        let found = crate::awq::search(
+            graph,
+            plan,
+            self.opts.int4_block_size,
+            self.scale_format(),
+            set,
+            files,
+        )
+        .context("AWQ search for INT4 weights")?;
+        self.lap("awq");
+        Ok(found)
+    }
+
     /// The FP16 transform's options: the CLI's exclusions and interface choice, the
     /// largest |x| each activation reached on the calibration data (empty when none ran)
     /// and whether Q/DQ go to FP16 too (mixed INT8/FP16 builds).
@@ -108,7 +183,7 @@ impl Build<'_> {
             exclude: self.opts.fp16_exclude.clone(),
             keep_io_types: self.opts.fp16_keep_io,
             observed_absmax: observed.iter().map(|(v, s)| (*v, s.absmax)).collect(),
-            half_qdq: self.opts.precision().is_quantized(),
+            half_qdq: self.opts.precision().is_quantized() || self.opts.int4_weights,
             half: self.opts.precision().half.map_or(DType::F16, |h| h.dtype()),
             ..Default::default()
         }

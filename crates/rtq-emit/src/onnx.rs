@@ -483,6 +483,68 @@ mod tests {
     }
 
     #[test]
+    fn int4_tensors_are_packed_raw_bytes_of_type_22() {
+        use rtq_ir::TensorData;
+        // [2, 3] blocked along axis 1 (blocks of 2): scales [2, 2].
+        let values = vec![-8i8, 7, -1, 0, 3, -5];
+        let mut g = Graph::new("g", 21);
+        let q = g.add_input("q", DType::I4, vec![Dim::Known(3)]);
+        let w = g.add_constant(
+            "w",
+            Tensor::new(vec![2, 3], TensorData::I4(values.clone())).unwrap(),
+        );
+        let s = g.add_constant("s", Tensor::from_f32(vec![2, 2], vec![0.5; 4]));
+        let mut attrs = BTreeMap::new();
+        attrs.insert("axis".to_string(), Attr::Int(1));
+        attrs.insert("block_size".to_string(), Attr::Int(2));
+        let wd = g.add_value(
+            "wd",
+            Some(DType::F32),
+            Some(vec![Dim::Known(2), Dim::Known(3)]),
+        );
+        g.add_node(
+            "dq",
+            "DequantizeLinear",
+            vec![Some(w), Some(s)],
+            vec![wd],
+            attrs,
+        );
+        let qi = g.add_value("qi", Some(DType::I4), Some(vec![Dim::Known(3)]));
+        g.add_node("id", "Identity", vec![Some(q)], vec![qi], BTreeMap::new());
+        g.outputs.extend([wd, qi]);
+        let opts = EmitOptions {
+            value_info: true,
+            ..Default::default()
+        };
+        let model = to_model_proto(&g, &opts).unwrap();
+        assert_eq!(model.opset_import[0].version, Some(21));
+        assert_eq!(model.ir_version, Some(10));
+        let gp = model.graph.as_ref().unwrap();
+        let init = gp
+            .initializer
+            .iter()
+            .find(|t| t.name.as_deref() == Some("w"))
+            .unwrap();
+        assert_eq!(init.data_type, Some(22));
+        assert_eq!(init.dims, vec![2, 3]);
+        // Two per byte, the first in the low nibble.
+        assert_eq!(init.raw_data.as_deref(), Some(&[0x78, 0x0F, 0xB3][..]));
+        assert!(init.int32_data.is_empty());
+        let elem = |v: &ValueInfoProto| match v.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(t)) => t.elem_type,
+            _ => None,
+        };
+        assert_eq!(elem(&gp.input[0]), Some(22));
+        let out = gp.output.iter().find(|o| o.name.as_deref() == Some("qi"));
+        assert_eq!(out.and_then(elem), Some(22));
+        // And back: the frontend reads the same graph and values.
+        let back = rtq_frontend::load_model_bytes(&to_model_bytes(&g, &opts).unwrap()).unwrap();
+        assert_eq!(rtq_ir::dump(&back), rtq_ir::dump(&g));
+        let w_back = back.constant(back.value_by_name("w").unwrap()).unwrap();
+        assert_eq!(w_back.data(), &TensorData::I4(values));
+    }
+
+    #[test]
     fn opset_18_reductions_take_axes_as_input() {
         let g = small_graph(18);
         let model = to_model_proto(&g, &EmitOptions::default()).unwrap();

@@ -315,6 +315,43 @@ impl CompileReport {
         ))
     }
 
+    /// The INT4 weight-only line of the text report: weights quantized, block size,
+    /// method, median and worst per-layer output error (from `passes.int4_weights`).
+    pub fn int4_line(&self) -> Option<String> {
+        let int4 = self.passes.get("int4_weights")?;
+        let layers = int4.get("layers")?.as_array()?;
+        let awq = int4.get("awq").and_then(|a| a.as_array());
+        let mut line = format!(
+            "{} MatMul/Gemm weight(s) in blocks of {}, {}",
+            layers.len(),
+            int4.get("block_size")?.as_u64()?,
+            int4.get("method")?.as_str()?,
+        );
+        if let Some(awq) = awq.filter(|a| !a.is_empty()) {
+            let mut errors: Vec<(f64, f64)> = awq
+                .iter()
+                .filter_map(|l| Some((l.get("rtn_error")?.as_f64()?, l.get("error")?.as_f64()?)))
+                .collect();
+            errors.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let median = errors[errors.len() / 2];
+            let worst = errors.last().copied().unwrap_or_default();
+            line += &format!(
+                "; layer output error median {:.2}% (round-to-nearest {:.2}%), worst {:.2}%",
+                100.0 * median.1,
+                100.0 * median.0,
+                100.0 * worst.1
+            );
+        }
+        let skipped = int4
+            .get("skipped")
+            .and_then(|s| s.as_array())
+            .map_or(0, Vec::len);
+        if skipped > 0 {
+            line += &format!("; {skipped} left in float");
+        }
+        Some(line)
+    }
+
     /// Pretty JSON.
     pub fn to_json(&self) -> Result<String, crate::EmitError> {
         Ok(serde_json::to_string_pretty(self)?)
@@ -350,6 +387,9 @@ impl CompileReport {
                 q.grid, q.method, q.samples, q.quantized_nodes, q.activation_qdq, q.weight_qdq, q.skipped.len(),
                 q.int8_mac_share.map_or(String::new(), |m| format!("; {:.1}% of MACs quantized", 100.0 * m))
             );
+        }
+        if let Some(line) = self.int4_line() {
+            let _ = writeln!(s, "  int4 weights: {line}");
         }
         if let Some(line) = self.equalization_line() {
             let _ = writeln!(s, "  equalization: {line}");

@@ -272,7 +272,7 @@ impl_storage!(
 );
 
 /// Runs `$body` with `$T` naming the element type of `$data` (any type) and `$v` bound
-/// to its elements.
+/// to its elements (INT4 as [`crate::int4::Int4`], so that `T::into_data` gives INT4).
 macro_rules! with_any {
     ($data:expr, $T:ident, $v:ident => $body:expr) => {
         match $data {
@@ -298,6 +298,11 @@ macro_rules! with_any {
             }
             rtq_ir::TensorData::I8($v) => {
                 type $T = i8;
+                $body
+            }
+            rtq_ir::TensorData::I4(raw) => {
+                type $T = crate::int4::Int4;
+                let $v = crate::int4::Int4::view(raw);
                 $body
             }
             rtq_ir::TensorData::U8($v) => {
@@ -343,7 +348,7 @@ pub(crate) use with_any;
 
 /// Runs `$body` with `$v` bound to the elements of a numeric [`TensorData`] (`f32`,
 /// `f64` and the integer types; `$T` names the element type), or evaluates `$other`
-/// for any other type (f16, bf16, FP8, bool, string).
+/// for any other type (f16, bf16, FP8, INT4, bool, string).
 macro_rules! with_numeric {
     ($data:expr, $T:ident, $v:ident => $body:expr, _ => $other:expr) => {
         match $data {
@@ -406,6 +411,7 @@ macro_rules! map_any {
             rtq_ir::TensorData::F8E4M3($v) => rtq_ir::TensorData::F8E4M3($body),
             rtq_ir::TensorData::F64($v) => rtq_ir::TensorData::F64($body),
             rtq_ir::TensorData::I8($v) => rtq_ir::TensorData::I8($body),
+            rtq_ir::TensorData::I4($v) => rtq_ir::TensorData::I4($body),
             rtq_ir::TensorData::U8($v) => rtq_ir::TensorData::U8($body),
             rtq_ir::TensorData::I16($v) => rtq_ir::TensorData::I16($body),
             rtq_ir::TensorData::U16($v) => rtq_ir::TensorData::U16($body),
@@ -442,6 +448,9 @@ macro_rules! map_any2 {
             }
             (rtq_ir::TensorData::I8($a), rtq_ir::TensorData::I8($b)) => {
                 rtq_ir::TensorData::I8($body)
+            }
+            (rtq_ir::TensorData::I4($a), rtq_ir::TensorData::I4($b)) => {
+                rtq_ir::TensorData::I4($body)
             }
             (rtq_ir::TensorData::U8($a), rtq_ir::TensorData::U8($b)) => {
                 rtq_ir::TensorData::U8($body)

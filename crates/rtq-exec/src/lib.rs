@@ -10,8 +10,8 @@
 //! write their outputs in the input's float type, so an FP16 graph is emulated with a
 //! rounding to half precision at every op boundary. Integer tensors are supported where
 //! ONNX models use them (shape arithmetic, indices, comparisons, Q/DQ). FP8 E4M3
-//! (`FLOAT8E4M3FN`) tensors go through Cast, QuantizeLinear, DequantizeLinear and the
-//! data-movement ops, as ONNX allows.
+//! (`FLOAT8E4M3FN`) and INT4 tensors go through Cast, QuantizeLinear, DequantizeLinear
+//! (INT4 per tensor, per axis and in blocks) and the data-movement ops, as ONNX allows.
 //!
 //! Convolutions (im2col, or Winograd F(2x2, 3x3) for 3x3 stride-1 ones) and matrix
 //! products run on the `gemm` crate's SGEMM; elementwise, pooling and data-movement
@@ -28,6 +28,7 @@ mod float;
 mod fp8;
 mod gemm;
 pub mod igemm;
+mod int4;
 mod lower;
 mod math;
 mod memo;

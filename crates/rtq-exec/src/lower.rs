@@ -506,6 +506,77 @@ mod tests {
     }
 
     #[test]
+    fn int4_patterns_are_not_lowered() {
+        let (k, n) = (32, 12);
+        let w = values(k * n, 14, 0.3);
+        let (wq, sw) = quantize_rows(&w, k);
+        let int8 = qdq_graph(
+            "MatMul",
+            &[3, k],
+            wq.clone(),
+            &[k, n],
+            vec![sw[0]],
+            1,
+            None,
+            BTreeMap::new(),
+        );
+        let x = || Tensor::from_f32(vec![3, k], values(3 * k, 15, 1.0));
+        check(&int8, x(), true);
+        let int4_zero = Tensor::new(vec![], TensorData::I4(vec![0])).unwrap();
+        let int4_weights = Tensor::new(
+            vec![k, n],
+            TensorData::I4(wq.iter().map(|&q| q.clamp(-8, 7)).collect()),
+        )
+        .unwrap();
+        // INT4 activations (typed by their zero point), weights, or both.
+        for (activations, weights) in [(true, false), (false, true), (true, true)] {
+            let mut g = int8.clone();
+            if activations {
+                let zx = g.value_by_name("zx").unwrap();
+                g.set_constant(zx, int4_zero.clone());
+            }
+            if weights {
+                let wq = g.value_by_name("wq").unwrap();
+                g.set_constant(wq, int4_weights.clone());
+            }
+            check(&g, x(), false);
+        }
+        // INT4 activations from `output_dtype` (opset 21), without zero points.
+        let mut g = int8.clone();
+        for name in ["q", "dqx"] {
+            let id = g
+                .node_ids()
+                .into_iter()
+                .find(|&id| g.node(id).name == name)
+                .unwrap();
+            let node = g.node_mut(id);
+            node.inputs.truncate(2);
+            if name == "q" {
+                node.attrs.insert("output_dtype".into(), Attr::Int(22));
+            }
+        }
+        check(&g, x(), false);
+        // INT4 weights in blocks along K: neither INT8 nor per-channel.
+        let mut g = int8.clone();
+        let wq = g.value_by_name("wq").unwrap();
+        g.set_constant(wq, int4_weights);
+        let sw = g.value_by_name("sw").unwrap();
+        g.set_constant(
+            sw,
+            Tensor::from_f32(vec![k / 16, n], vec![0.05; k / 16 * n]),
+        );
+        let dqw = g
+            .node_ids()
+            .into_iter()
+            .find(|&id| g.node(id).name == "dqw")
+            .unwrap();
+        let attrs = &mut g.node_mut(dqw).attrs;
+        attrs.insert("axis".into(), Attr::Int(0));
+        attrs.insert("block_size".into(), Attr::Int(16));
+        check(&g, x(), false);
+    }
+
+    #[test]
     fn patterns_outside_the_integer_rules_stay_as_written() {
         // Per-channel scales on the wrong axis of a MatMul weight (rows, not columns).
         let (k, n) = (8, 4);

@@ -38,7 +38,14 @@ fn pool() -> Vec<Tensor> {
         Tensor::new(vec![2], TensorData::I32(vec![0, 1])).unwrap(),
         fp8(&[2, 2], &[0x7F, 0x80, 0x7E, 0x38]),
         fp8(&[], &[0x00]),
+        int4(&[3], &[-8, 7, 0]),
+        int4(&[], &[1]),
     ]
+}
+
+/// An INT4 tensor of `values`.
+fn int4(shape: &[usize], values: &[i8]) -> Tensor {
+    Tensor::new(shape.to_vec(), TensorData::I4(values.to_vec())).unwrap()
 }
 
 /// An FP8 tensor of `codes`.
@@ -86,6 +93,12 @@ fn attr_sets() -> Vec<Vec<(&'static str, Attr)>> {
             ("to", Attr::Int(17)),
             ("saturate", Attr::Int(0)),
             ("output_dtype", Attr::Int(17)),
+        ],
+        vec![
+            ("to", Attr::Int(22)),
+            ("output_dtype", Attr::Int(22)),
+            ("axis", Attr::Int(0)),
+            ("block_size", Attr::Int(2)),
         ],
     ]
 }
@@ -153,6 +166,38 @@ fn no_op_panics_on_fp8_inputs() {
         &[&a, &i],
         &[&b, &f, &s],
     ];
+    assert_no_panics(&combos);
+}
+
+#[test]
+fn no_op_panics_on_int4_inputs() {
+    // Every op on INT4 tensors (-8 and 7 among them, an odd count) alone, in pairs and
+    // mixed with f32, INT8 and integer tensors, under every attribute set.
+    let a = int4(&[2, 3], &[-8, 7, 0, -1, 3, 5]);
+    let b = int4(&[3], &[1, -2, 7]);
+    let s = int4(&[], &[0]);
+    let z = int4(&[1, 3], &[0, 0, 0]);
+    let f = Tensor::from_f32(vec![2, 3], vec![0.5, -1.0, 7.5, -8.5, f32::NAN, 1e9]);
+    let scales = Tensor::from_f32(vec![1, 3], vec![0.5, 1.0, 2.0]);
+    let i = Tensor::from_i64(vec![1], vec![1]);
+    let i8s = Tensor::new(vec![3], TensorData::I8(vec![-128, 0, 127])).unwrap();
+    let combos: [&[&Tensor]; 9] = [
+        &[&a],
+        &[&a, &b],
+        &[&a, &s, &s],
+        &[&f, &s],
+        &[&f, &f, &s],
+        &[&a, &i],
+        &[&a, &scales, &z],
+        &[&f, &scales, &z],
+        &[&b, &i8s, &s],
+    ];
+    assert_no_panics(&combos);
+}
+
+/// Evaluates every op on each input combination under every attribute set; fails
+/// listing the evaluations that panicked.
+fn assert_no_panics(combos: &[&[&Tensor]]) {
     let mut panics = Vec::new();
     for op in rtq_exec::supported_ops() {
         for set in attr_sets() {

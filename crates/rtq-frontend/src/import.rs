@@ -591,6 +591,71 @@ mod tests {
     }
 
     #[test]
+    fn imports_int4_initializers_constants_and_value_types() {
+        use rtq_ir::{DType, TensorData};
+        // Three values -1, -8, 7, packed: 0x8F, 0x07.
+        let int4 = |name: &str, raw: bool| TensorProto {
+            name: Some(name.into()),
+            data_type: Some(22),
+            dims: vec![3],
+            raw_data: raw.then(|| vec![0x8F, 0x07]),
+            int32_data: if raw { vec![] } else { vec![0x8F, 0x07] },
+            ..Default::default()
+        };
+        let value = AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(4),
+            t: Some(int4("", false)),
+            ..Default::default()
+        };
+        let scale = TensorProto {
+            name: Some("s".into()),
+            data_type: Some(1),
+            float_data: vec![0.5],
+            ..Default::default()
+        };
+        let graph = GraphProto {
+            node: vec![
+                node("Constant", &[], "c", vec![value]),
+                node("DequantizeLinear", &["w", "s"], "wd", vec![]),
+                node("DequantizeLinear", &["q", "s"], "qd", vec![]),
+                node("Identity", &["c"], "y", vec![]),
+            ],
+            initializer: vec![int4("w", true), scale],
+            input: vec![typed_value("q", 22)],
+            output: vec![
+                typed_value("y", 22),
+                typed_value("wd", 1),
+                typed_value("qd", 1),
+            ],
+            ..Default::default()
+        };
+        let model = ModelProto {
+            ir_version: Some(10),
+            opset_import: vec![OperatorSetIdProto {
+                domain: None,
+                version: Some(21),
+            }],
+            graph: Some(graph),
+            ..Default::default()
+        };
+        let g = import_model(&model, &ImportOptions::default()).unwrap();
+        let constant = |name: &str| g.constant(g.value_by_name(name).unwrap()).unwrap();
+        for name in ["w", "c"] {
+            assert_eq!(
+                constant(name).data(),
+                &TensorData::I4(vec![-1, -8, 7]),
+                "{name}"
+            );
+            assert_eq!(constant(name).to_le_bytes(), [0x8F, 0x07], "{name}");
+        }
+        let dtype = |name: &str| g.value(g.value_by_name(name).unwrap()).dtype;
+        assert_eq!(dtype("q"), Some(DType::I4));
+        assert_eq!(dtype("y"), Some(DType::I4));
+        assert_eq!(dtype("w"), Some(DType::I4));
+    }
+
+    #[test]
     fn rewritten_ops_never_reach_the_graph() {
         let scales = AttributeProto {
             name: Some("value".into()),

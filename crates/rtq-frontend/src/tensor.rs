@@ -1,5 +1,5 @@
 use crate::FrontendError;
-use rtq_ir::{DType, Tensor, TensorData, F8E4M3};
+use rtq_ir::{unpack_int4, DType, Tensor, TensorData, F8E4M3};
 use rtq_onnx_proto::TensorProto;
 use std::path::Path;
 
@@ -39,7 +39,8 @@ pub fn tensor_from_proto(
             return Err(bad("string tensors cannot use raw_data".into()));
         }
         // Checked: a shape whose element count fits in usize can still overflow in bytes.
-        let needed = count.checked_mul(dtype.size_of()).ok_or_else(|| {
+        // (INT4 packs two elements per byte.)
+        let needed = dtype.stored_bytes(count).ok_or_else(|| {
             bad(format!(
                 "shape {:?} of {dtype} overflows in bytes",
                 proto.dims
@@ -54,12 +55,14 @@ pub fn tensor_from_proto(
         }
         Tensor::from_le_bytes(dtype, shape, raw)
     } else {
-        Tensor::new(shape, typed_fields(proto, dtype))
+        Tensor::new(shape, typed_fields(proto, dtype, count))
     };
     result.map_err(|e| bad(e.to_string()))
 }
 
-fn typed_fields(p: &TensorProto, dtype: DType) -> TensorData {
+/// The elements of `p`'s typed field for `dtype`; `count` is the shape's element count
+/// (INT4 needs it to drop the padding nibble).
+fn typed_fields(p: &TensorProto, dtype: DType, count: usize) -> TensorData {
     use half::{bf16, f16};
     let i32s = &p.int32_data;
     match dtype {
@@ -82,6 +85,14 @@ fn typed_fields(p: &TensorProto, dtype: DType) -> TensorData {
             TensorData::F8E4M3(i32s.iter().map(|&v| F8E4M3::from_bits(v as u8)).collect())
         }
         DType::String => TensorData::String(p.string_data.clone()),
+        // INT4: one packed byte (two elements, the first in the low nibble) per entry.
+        // A wrong number of entries yields every nibble, which the shape check rejects.
+        DType::I4 => {
+            let packed: Vec<u8> = i32s.iter().map(|&v| v as u8).collect();
+            let all = 2 * packed.len();
+            let values = unpack_int4(&packed, count).or_else(|| unpack_int4(&packed, all));
+            TensorData::I4(values.unwrap_or_default())
+        }
     }
 }
 
@@ -202,6 +213,44 @@ mod tests {
         p.raw_data = Some(vec![0; 4]);
         let err = tensor_from_proto(&p, None).unwrap_err().to_string();
         assert!(err.contains("float8e4m3fn needs 2"), "{err}");
+    }
+
+    #[test]
+    fn decodes_int4_from_raw_data_and_int32_data() {
+        let i4 = |t: Tensor| match t.into_data() {
+            TensorData::I4(v) => v,
+            other => panic!("not INT4: {other:?}"),
+        };
+        // -1, -8 | 7, 0 | 3 (padding nibble): ceil(5 / 2) = 3 bytes, low nibble first.
+        let packed = [0x8Fu8, 0x07, 0x03];
+        let want = vec![-1i8, -8, 7, 0, 3];
+        let mut p = proto(DType::I4, vec![5]);
+        p.raw_data = Some(packed.to_vec());
+        assert_eq!(i4(tensor_from_proto(&p, None).unwrap()), want);
+        // One packed byte per int32 (its low byte; onnx's helper writes them so).
+        let mut p = proto(DType::I4, vec![5]);
+        p.int32_data = packed.iter().map(|&b| i32::from(b)).collect();
+        assert_eq!(i4(tensor_from_proto(&p, None).unwrap()), want);
+        let mut p = proto(DType::I4, vec![1, 2]);
+        p.int32_data = vec![-121]; // 0x87 in the low byte: 7, -8.
+        assert_eq!(i4(tensor_from_proto(&p, None).unwrap()), [7, -8]);
+        // An even count takes n / 2 bytes.
+        let mut p = proto(DType::I4, vec![2, 2]);
+        p.raw_data = Some(vec![0x78, 0x21]);
+        assert_eq!(i4(tensor_from_proto(&p, None).unwrap()), [-8, 7, 1, 2]);
+        // One byte per value, or too few entries, is refused.
+        let mut p = proto(DType::I4, vec![4]);
+        p.raw_data = Some(vec![0; 4]);
+        let err = tensor_from_proto(&p, None).unwrap_err().to_string();
+        assert!(err.contains("int4 needs 2"), "{err}");
+        let mut p = proto(DType::I4, vec![5]);
+        p.int32_data = vec![0x21, 0x43];
+        let err = tensor_from_proto(&p, None).unwrap_err().to_string();
+        assert!(err.contains("tensor `t`") && err.contains("[5]"), "{err}");
+        // Empty tensors have no bytes.
+        let mut p = proto(DType::I4, vec![0]);
+        p.raw_data = Some(vec![]);
+        assert_eq!(i4(tensor_from_proto(&p, None).unwrap()), Vec::<i8>::new());
     }
 
     #[test]

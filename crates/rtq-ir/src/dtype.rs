@@ -34,6 +34,9 @@ pub enum DType {
     /// 8-bit float, 4 exponent and 3 mantissa bits, finite only (OCP FP8 E4M3,
     /// ONNX `FLOAT8E4M3FN`: largest value 448, NaN but no infinity).
     F8E4M3,
+    /// Signed 4-bit integer (ONNX `INT4`), values -8 to 7: one `i8` per element in
+    /// memory, packed two per byte where ONNX stores it (see [`DType::stored_bytes`]).
+    I4,
 }
 
 impl DType {
@@ -55,6 +58,7 @@ impl DType {
             DType::U64 => 13,
             DType::BF16 => 16,
             DType::F8E4M3 => 17,
+            DType::I4 => 22,
         }
     }
 
@@ -76,17 +80,29 @@ impl DType {
             13 => DType::U64,
             16 => DType::BF16,
             17 => DType::F8E4M3,
+            22 => DType::I4,
             _ => return None,
         })
     }
 
-    /// Bytes one element takes in memory (strings count as pointers).
+    /// Bytes one element takes in memory (strings count as pointers; INT4 takes a
+    /// whole byte unpacked). Bytes of stored data: [`DType::stored_bytes`].
     pub fn size_of(self) -> usize {
         match self {
-            DType::U8 | DType::I8 | DType::Bool | DType::F8E4M3 => 1,
+            DType::U8 | DType::I8 | DType::Bool | DType::F8E4M3 | DType::I4 => 1,
             DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 | DType::String => 8,
+        }
+    }
+
+    /// Bytes `count` elements take stored as ONNX `raw_data` (and external data) holds
+    /// them: `count * size_of`, except INT4, packed two per byte (`ceil(count / 2)`).
+    /// `None` on overflow.
+    pub fn stored_bytes(self, count: usize) -> Option<usize> {
+        match self {
+            DType::I4 => Some(crate::int4::int4_packed_len(count)),
+            _ => count.checked_mul(self.size_of()),
         }
     }
 
@@ -116,6 +132,7 @@ impl DType {
             DType::U64 => "uint64",
             DType::BF16 => "bfloat16",
             DType::F8E4M3 => "float8e4m3fn",
+            DType::I4 => "int4",
         }
     }
 }
@@ -132,7 +149,7 @@ mod tests {
 
     #[test]
     fn onnx_codes_round_trip() {
-        for code in 0..20 {
+        for code in 0..30 {
             if let Some(dt) = DType::from_onnx_code(code) {
                 assert_eq!(dt.onnx_code(), code);
             }
@@ -140,5 +157,20 @@ mod tests {
         assert_eq!(DType::from_onnx_code(1), Some(DType::F32));
         assert_eq!(DType::from_onnx_code(10), Some(DType::F16));
         assert_eq!(DType::from_onnx_code(0), None);
+        assert_eq!(DType::from_onnx_code(22), Some(DType::I4));
+        assert_eq!(DType::I4.name(), "int4");
+        assert!(!DType::I4.is_float());
+    }
+
+    #[test]
+    fn stored_bytes_pack_int4() {
+        assert_eq!(DType::F32.stored_bytes(3), Some(12));
+        assert_eq!(DType::I4.stored_bytes(0), Some(0));
+        assert_eq!(DType::I4.stored_bytes(1), Some(1));
+        assert_eq!(DType::I4.stored_bytes(7), Some(4));
+        assert_eq!(DType::I4.stored_bytes(4096 * 4096), Some(8 << 20));
+        assert_eq!(DType::I4.stored_bytes(usize::MAX), Some(usize::MAX / 2 + 1));
+        assert_eq!(DType::I4.size_of(), 1);
+        assert_eq!(DType::F32.stored_bytes(usize::MAX), None);
     }
 }

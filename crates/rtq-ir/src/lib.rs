@@ -12,6 +12,7 @@ mod dtype;
 mod dump;
 mod error;
 mod graph;
+mod int4;
 mod quant;
 mod reduce_axes;
 mod tensor;
@@ -26,6 +27,9 @@ pub use error::IrError;
 /// FP8 E4M3 scalar (OCP `E4M3FN`), re-exported so dependants need no `float8` dependency.
 pub use float8::F8E4M3;
 pub use graph::{unique_name, Graph, Node, NodeId, Value, ValueId};
+pub use int4::{
+    int4_from_f64, int4_from_nibble, int4_packed_len, pack_int4, unpack_int4, INT4_MAX, INT4_MIN,
+};
 pub use quant::{QuantGrid, QuantParams, ScaleFormat};
 pub use reduce_axes::{reduce_axes_is_input, REDUCE_AXES_INPUT_SINCE};
 pub use tensor::{Tensor, TensorData};

@@ -1,3 +1,4 @@
+use crate::int4::{int4_from_f64, pack_int4, unpack_int4};
 use crate::{DType, IrError, Result};
 use float8::F8E4M3;
 use half::{bf16, f16};
@@ -17,6 +18,9 @@ pub enum TensorData {
     F64(Vec<f64>),
     /// Signed 8-bit integers.
     I8(Vec<i8>),
+    /// Signed 4-bit integers (ONNX `INT4`), one per element in `[-8, 7]` (unpacked;
+    /// [`Tensor::to_le_bytes`] packs them two per byte).
+    I4(Vec<i8>),
     /// Unsigned 8-bit integers.
     U8(Vec<u8>),
     /// Signed 16-bit integers.
@@ -53,6 +57,7 @@ macro_rules! for_each_variant {
             TensorData::F8E4M3($v) => $body,
             TensorData::F64($v) => $body,
             TensorData::I8($v) => $body,
+            TensorData::I4($v) => $body,
             TensorData::U8($v) => $body,
             TensorData::I16($v) => $body,
             TensorData::U16($v) => $body,
@@ -86,6 +91,7 @@ impl TensorData {
             TensorData::F8E4M3(_) => DType::F8E4M3,
             TensorData::F64(_) => DType::F64,
             TensorData::I8(_) => DType::I8,
+            TensorData::I4(_) => DType::I4,
             TensorData::U8(_) => DType::U8,
             TensorData::I16(_) => DType::I16,
             TensorData::U16(_) => DType::U16,
@@ -107,6 +113,7 @@ impl TensorData {
             DType::F8E4M3 => TensorData::F8E4M3(vec![F8E4M3::ZERO; len]),
             DType::F64 => TensorData::F64(vec![0.0; len]),
             DType::I8 => TensorData::I8(vec![0; len]),
+            DType::I4 => TensorData::I4(vec![0; len]),
             DType::U8 => TensorData::U8(vec![0; len]),
             DType::I16 => TensorData::I16(vec![0; len]),
             DType::U16 => TensorData::U16(vec![0; len]),
@@ -127,7 +134,7 @@ impl TensorData {
             TensorData::BF16(v) => v[i].to_f64(),
             TensorData::F8E4M3(v) => v[i].to_f64(),
             TensorData::F64(v) => v[i],
-            TensorData::I8(v) => v[i] as f64,
+            TensorData::I8(v) | TensorData::I4(v) => v[i] as f64,
             TensorData::U8(v) => v[i] as f64,
             TensorData::I16(v) => v[i] as f64,
             TensorData::U16(v) => v[i] as f64,
@@ -154,7 +161,7 @@ impl TensorData {
             TensorData::BF16(v) => widen!(v, |x| x.to_f64()),
             TensorData::F8E4M3(v) => widen!(v, |x| x.to_f64()),
             TensorData::F64(v) => v.clone(),
-            TensorData::I8(v) => widen!(v, |&x| x as f64),
+            TensorData::I8(v) | TensorData::I4(v) => widen!(v, |&x| x as f64),
             TensorData::U8(v) => widen!(v, |&x| x as f64),
             TensorData::I16(v) => widen!(v, |&x| x as f64),
             TensorData::U16(v) => widen!(v, |&x| x as f64),
@@ -187,6 +194,7 @@ impl TensorData {
             TensorData::F8E4M3(v) => TensorData::F8E4M3(indices.iter().map(|&i| v[i]).collect()),
             TensorData::F64(v) => TensorData::F64(indices.iter().map(|&i| v[i]).collect()),
             TensorData::I8(v) => TensorData::I8(indices.iter().map(|&i| v[i]).collect()),
+            TensorData::I4(v) => TensorData::I4(indices.iter().map(|&i| v[i]).collect()),
             TensorData::U8(v) => TensorData::U8(indices.iter().map(|&i| v[i]).collect()),
             TensorData::I16(v) => TensorData::I16(indices.iter().map(|&i| v[i]).collect()),
             TensorData::U16(v) => TensorData::U16(indices.iter().map(|&i| v[i]).collect()),
@@ -201,7 +209,9 @@ impl TensorData {
         }
     }
 
-    /// Converts every element to `dtype` (numeric casts saturate as Rust's `as` does).
+    /// Converts every element to `dtype` (numeric casts saturate as Rust's `as` does;
+    /// INT4 targets round half to even, as QuantizeLinear does, and saturate to
+    /// `[-8, 7]`).
     pub fn cast(&self, dtype: DType) -> TensorData {
         if self.dtype() == dtype {
             return self.clone();
@@ -222,6 +232,7 @@ impl TensorData {
             }
             DType::F64 => TensorData::F64(self.to_f64_vec()),
             DType::I8 => TensorData::I8((0..n).map(|i| self.get_f64(i) as i8).collect()),
+            DType::I4 => TensorData::I4((0..n).map(|i| int4_from_f64(self.get_f64(i))).collect()),
             DType::U8 => TensorData::U8((0..n).map(|i| self.get_f64(i) as u8).collect()),
             DType::I16 => TensorData::I16((0..n).map(|i| self.get_f64(i) as i16).collect()),
             DType::U16 => TensorData::U16((0..n).map(|i| self.get_f64(i) as u16).collect()),
@@ -302,9 +313,13 @@ impl Tensor {
         self.data.is_empty()
     }
 
-    /// Bytes the elements take (what an ONNX `raw_data` field would hold).
+    /// Bytes the elements take (what an ONNX `raw_data` field would hold: INT4 packs
+    /// two elements per byte).
     pub fn byte_size(&self) -> usize {
-        self.len() * self.dtype().size_of()
+        let dtype = self.dtype();
+        dtype
+            .stored_bytes(self.len())
+            .unwrap_or(self.len() * dtype.size_of())
     }
 
     /// The storage.
@@ -381,7 +396,8 @@ impl Tensor {
         }
     }
 
-    /// Little-endian bytes of the elements, as ONNX `raw_data` stores them (not for strings).
+    /// Little-endian bytes of the elements, as ONNX `raw_data` stores them (not for
+    /// strings; INT4 packed two per byte, first element in the low nibble).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.byte_size());
         match &self.data {
@@ -391,6 +407,7 @@ impl Tensor {
             TensorData::F8E4M3(v) => out.extend(v.iter().map(F8E4M3::to_bits)),
             TensorData::F64(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             TensorData::I8(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
+            TensorData::I4(v) => out = pack_int4(v),
             TensorData::U8(v) => out.extend_from_slice(v),
             TensorData::I16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             TensorData::U16(v) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
@@ -404,8 +421,20 @@ impl Tensor {
         out
     }
 
-    /// Decodes little-endian `bytes` as `dtype` elements filling `shape`.
+    /// Decodes little-endian `bytes` as `dtype` elements filling `shape` (INT4: the
+    /// elements packed two per byte, `ceil(n / 2)` bytes, nibbles sign-extended).
     pub fn from_le_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Result<Tensor> {
+        if dtype == DType::I4 {
+            let count = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+            return match count.and_then(|n| unpack_int4(bytes, n)) {
+                Some(v) => Tensor::new(shape, TensorData::I4(v)),
+                None => Err(IrError::ShapeMismatch {
+                    name: String::new(),
+                    len: bytes.len().saturating_mul(2),
+                    shape,
+                }),
+            };
+        }
         let size = dtype.size_of();
         if dtype == DType::String || !bytes.len().is_multiple_of(size) {
             return Err(IrError::ShapeMismatch {
@@ -441,7 +470,7 @@ impl Tensor {
             DType::I64 => decode!(i64, I64),
             DType::U64 => decode!(u64, U64),
             DType::Bool => TensorData::Bool(bytes.iter().map(|&b| b != 0).collect()),
-            DType::String => unreachable!("rejected above"),
+            DType::String | DType::I4 => unreachable!("handled above"),
         };
         Tensor::new(shape, data)
     }
@@ -465,6 +494,60 @@ mod tests {
         let i = Tensor::from_i64(vec![3], vec![-1, 0, i64::MAX]);
         let back = Tensor::from_le_bytes(DType::I64, vec![3], &i.to_le_bytes()).unwrap();
         assert_eq!(i, back);
+    }
+
+    #[test]
+    fn int4_packs_two_per_byte_low_nibble_first() {
+        let t = Tensor::new(vec![5], TensorData::I4(vec![-8, 7, -1, 0, 3])).unwrap();
+        assert_eq!(t.dtype(), DType::I4);
+        assert_eq!(t.byte_size(), 3);
+        assert_eq!(t.to_le_bytes(), [0x78, 0x0F, 0x03]);
+        let back = Tensor::from_le_bytes(DType::I4, vec![5], &t.to_le_bytes()).unwrap();
+        assert_eq!(back, t);
+        // Even and odd counts, every value, and a scalar.
+        for n in [0usize, 1, 2, 15, 16, 17] {
+            let v: Vec<i8> = (0..n).map(|i| (i % 16) as i8 - 8).collect();
+            let t = Tensor::new(vec![n], TensorData::I4(v)).unwrap();
+            let bytes = t.to_le_bytes();
+            assert_eq!(bytes.len(), n.div_ceil(2));
+            assert_eq!(t.byte_size(), n.div_ceil(2));
+            assert_eq!(
+                Tensor::from_le_bytes(DType::I4, vec![n], &bytes).unwrap(),
+                t
+            );
+        }
+        let s = Tensor::from_le_bytes(DType::I4, vec![], &[0xFE]).unwrap();
+        assert_eq!(s.data(), &TensorData::I4(vec![-2]));
+        // ceil(n / 2) bytes exactly.
+        assert!(Tensor::from_le_bytes(DType::I4, vec![2, 2], &[0; 3]).is_err());
+        assert!(Tensor::from_le_bytes(DType::I4, vec![3], &[0; 1]).is_err());
+        assert!(Tensor::from_le_bytes(DType::I4, vec![usize::MAX, 2], &[0]).is_err());
+    }
+
+    #[test]
+    fn int4_reads_and_casts() {
+        let t = Tensor::new(vec![4], TensorData::I4(vec![-8, 7, -1, 2])).unwrap();
+        assert_eq!(t.data().get_f64(0), -8.0);
+        assert_eq!(t.to_i64_vec(), [-8, 7, -1, 2]);
+        assert_eq!(t.data().to_f64_vec(), [-8.0, 7.0, -1.0, 2.0]);
+        assert_eq!(t.data().gather(&[3, 0]), TensorData::I4(vec![2, -8]));
+        assert_eq!(TensorData::zeros(DType::I4, 2), TensorData::I4(vec![0, 0]));
+        // To INT4: round half to even, saturate, NaN to 0, from every type.
+        let f = Tensor::from_f32(vec![6], vec![2.5, -2.5, 7.5, -8.5, 100.0, f32::NAN]);
+        assert_eq!(
+            f.cast(DType::I4).data(),
+            &TensorData::I4(vec![2, -2, 7, -8, 7, 0])
+        );
+        let i = Tensor::from_i64(vec![3], vec![20, -20, 5]);
+        assert_eq!(i.cast(DType::I4).data(), &TensorData::I4(vec![7, -8, 5]));
+        assert_eq!(
+            t.cast(DType::F32).as_f32().unwrap(),
+            &[-8.0, 7.0, -1.0, 2.0]
+        );
+        assert_eq!(
+            t.cast(DType::I8).data(),
+            &TensorData::I8(vec![-8, 7, -1, 2])
+        );
     }
 
     #[test]

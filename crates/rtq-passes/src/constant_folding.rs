@@ -166,7 +166,8 @@ fn shape_of(graph: &Graph, node: &Node) -> Option<Tensor> {
 
 /// Bytes the node's outputs will take, when their dtypes and shapes are known (or, for
 /// `ConstantOfShape`, readable from its constant input), so oversized results are
-/// skipped before being computed.
+/// skipped before being computed. Counted as stored ([`Tensor::byte_size`]: INT4 packs
+/// two elements per byte), like the results' check after computing.
 fn predicted_bytes(graph: &Graph, node: &Node) -> Option<usize> {
     if node.op_type == "ConstantOfShape" {
         let dims = graph.constant(node.input(0)?)?.to_i64_vec();
@@ -178,14 +179,14 @@ fn predicted_bytes(graph: &Graph, node: &Node) -> Option<usize> {
         for d in dims {
             count = count.checked_mul(usize::try_from(d).ok()?)?;
         }
-        return count.checked_mul(dtype.size_of());
+        return dtype.stored_bytes(count);
     }
     let mut total: usize = 0;
     for &out in &node.outputs {
         let v = graph.value(out);
         let dims = known_shape(v.shape.as_deref()?)?;
         let count = dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))?;
-        total = total.checked_add(count.checked_mul(v.dtype?.size_of())?)?;
+        total = total.checked_add(v.dtype?.stored_bytes(count)?)?;
     }
     Some(total)
 }
@@ -317,6 +318,9 @@ mod tests {
         );
         let n = g.add_node("e", "Expand", vec![Some(a)], vec![y], BTreeMap::new());
         assert_eq!(predicted_bytes(&g, g.node(n)), Some(96));
+        // INT4 results are counted packed, two per byte, as `byte_size` counts them.
+        g.value_mut(y).dtype = Some(DType::I4);
+        assert_eq!(predicted_bytes(&g, g.node(n)), Some(6));
         let _ = TensorData::Bool(vec![]);
     }
 

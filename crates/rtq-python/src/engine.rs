@@ -21,6 +21,8 @@ pub struct Engine {
 type Spec = (String, String, Option<Vec<Option<i64>>>);
 
 /// One tensor handed across: (name, dtype name, shape, its bytes as a 1-D uint8 array).
+/// INT4 crosses one element per byte (NumPy has no packed type): an `int8` array or
+/// ml_dtypes' `int4` in, sign-extended `int8` bytes out.
 type Packed<A> = (String, String, Vec<usize>, A);
 
 fn spec(info: &TensorInfo) -> Spec {
@@ -92,10 +94,13 @@ impl Engine {
             let dtype = DataType::from_name(dtype).ok_or_else(|| {
                 engine_error(format!("input `{name}`: rtq has no element type `{dtype}`"))
             })?;
-            let data = bytes.as_slice().map_err(engine_error)?.to_vec();
-            inputs.push(
-                HostTensor::new(name.clone(), dtype, shape.clone(), data).map_err(engine_error)?,
-            );
+            let data = bytes.as_slice().map_err(engine_error)?;
+            let tensor = if dtype == DataType::Int4 {
+                HostTensor::int4_from_unpacked(name.clone(), shape.clone(), data)
+            } else {
+                HostTensor::new(name.clone(), dtype, shape.clone(), data.to_vec())
+            };
+            inputs.push(tensor.map_err(engine_error)?);
         }
         let outputs = py
             .detach(|| {
@@ -111,7 +116,8 @@ impl Engine {
                     t.dtype().name().to_string(),
                     t.shape().to_vec(),
                 );
-                (name, dtype, shape, PyArray1::from_vec(py, t.into_bytes()))
+                let bytes = t.int4_unpacked().unwrap_or_else(|| t.into_bytes());
+                (name, dtype, shape, PyArray1::from_vec(py, bytes))
             })
             .collect())
     }

@@ -107,6 +107,20 @@ fn apply_compile_option(
         "fp16" => opts.fp16 = get(key, value)?,
         "int8" => opts.int8 = get(key, value)?,
         "fp8" => opts.fp8 = get(key, value)?,
+        "int4_weights" => opts.int4_weights = get(key, value)?,
+        "int4_block_size" => opts.int4_block_size = get(key, value)?,
+        "int4_method" => {
+            let name: String = get(key, value)?;
+            opts.int4_awq = match name.as_str() {
+                "awq" => Some(true),
+                "rtn" => Some(false),
+                _ => {
+                    return Err(OptionsError::new_err(format!(
+                        "option `{key}`: `{name}` is not awq or rtn"
+                    )))
+                }
+            };
+        }
         "high_precision" => {
             let name: String = get(key, value)?;
             (opts.fp16, opts.bf16) = match name.as_str() {

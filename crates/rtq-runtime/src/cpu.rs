@@ -24,12 +24,13 @@ fn from_ir(dtype: DType) -> Option<DataType> {
         DType::U64 => DataType::U64,
         DType::Bool => DataType::Bool,
         DType::F8E4M3 => DataType::Fp8E4M3,
+        DType::I4 => DataType::Int4,
         DType::String => return None,
     })
 }
 
 /// The IR element type for a runtime type (`None` for TensorRT-only narrow types; FP8
-/// E4M3 is ONNX's `FLOAT8E4M3FN`, the same encoding).
+/// E4M3 is ONNX's `FLOAT8E4M3FN` and INT4 ONNX's `INT4`, packed the same way).
 fn to_ir(dtype: DataType) -> Option<DType> {
     Some(match dtype {
         DataType::F32 => DType::F32,
@@ -46,7 +47,8 @@ fn to_ir(dtype: DataType) -> Option<DType> {
         DataType::U64 => DType::U64,
         DataType::Bool => DType::Bool,
         DataType::Fp8E4M3 => DType::F8E4M3,
-        DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => return None,
+        DataType::Int4 => DType::I4,
+        DataType::Fp4E2M1 | DataType::E8M0 => return None,
     })
 }
 
@@ -266,7 +268,8 @@ mod tests {
         }
         assert_eq!(from_ir(DType::String), None);
         assert_eq!(to_ir(DataType::Fp8E4M3), Some(DType::F8E4M3));
-        assert_eq!(to_ir(DataType::Int4), None);
+        assert_eq!(to_ir(DataType::Int4), Some(DType::I4));
+        assert_eq!(to_ir(DataType::Fp4E2M1), None);
     }
 
     #[test]
@@ -296,6 +299,39 @@ mod tests {
         assert_eq!(out[1].dtype(), DataType::Fp8E4M3);
         assert_eq!(out[1].bytes(), codes.as_slice());
         assert_eq!(out[1].to_f32_vec().unwrap(), vec![1.0, -0.5, 448.0]);
+    }
+
+    #[test]
+    fn int4_tensors_cross_the_host_boundary_packed() {
+        // Three INT4 values in, DequantizeLinear, float out; and the packed bytes
+        // through Identity (an odd count: the last high nibble is padding).
+        let mut g = Graph::new("g", 21);
+        let q = g.add_input("q", DType::I4, vec![Dim::Known(3)]);
+        let s = g.add_constant("s", Tensor::scalar_f32(0.5));
+        let y = g.add_value("y", Some(DType::F32), Some(vec![Dim::Known(3)]));
+        let c = g.add_value("codes", Some(DType::I4), Some(vec![Dim::Known(3)]));
+        g.add_node(
+            "dq",
+            "DequantizeLinear",
+            vec![Some(q), Some(s)],
+            vec![y],
+            BTreeMap::new(),
+        );
+        g.add_node("id", "Identity", vec![Some(q)], vec![c], BTreeMap::new());
+        g.outputs.extend([y, c]);
+        let mut backend = CpuBackend::from_graph(&g, Path::new("int4.onnx")).unwrap();
+        assert_eq!(backend.inputs()[0].dtype, DataType::Int4);
+        // -1, -8 in the first byte, 7 in the second.
+        let packed = vec![0x8F, 0x07];
+        let x = HostTensor::new("q", DataType::Int4, vec![3], packed.clone()).unwrap();
+        let out = backend.infer(&[x]).unwrap();
+        assert_eq!(out[0].to_f32_vec().unwrap(), vec![-0.5, -4.0, 3.5]);
+        assert_eq!(out[1].dtype(), DataType::Int4);
+        assert_eq!(out[1].bytes(), packed.as_slice());
+        assert_eq!(out[1].to_f32_vec().unwrap(), vec![-1.0, -8.0, 7.0]);
+        // A byte short is refused, naming the input.
+        let short = HostTensor::new("q", DataType::Int4, vec![4], vec![0x11]);
+        assert!(short.is_err());
     }
 
     #[test]

@@ -158,6 +158,12 @@ pub(crate) fn fp8_e4m3_to_f32(bits: u8) -> f32 {
     sign * magnitude
 }
 
+/// Element `i` of INT4 data packed two per byte, low nibble first (sign-extended).
+pub(crate) fn int4_at(packed: &[u8], i: usize) -> i8 {
+    let byte = packed[i / 2] >> (4 * (i % 2));
+    ((byte << 4) as i8) >> 4
+}
+
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -189,6 +195,13 @@ mod tests {
         assert_eq!(DataType::Int4.byte_len(7), 4);
         assert_eq!(DataType::Fp4E2M1.byte_len(8), 4);
         assert_eq!(DataType::F32.byte_len(0), 0);
+    }
+
+    #[test]
+    fn int4_elements_unpack_low_nibble_first() {
+        let packed = [0x8F, 0x07, 0x21];
+        let got: Vec<i8> = (0..6).map(|i| int4_at(&packed, i)).collect();
+        assert_eq!(got, [-1, -8, 7, 0, 1, 2]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! [`Engine::infer`]: crate::Engine::infer
 
-use crate::dtype::fp8_e4m3_to_f32;
+use crate::dtype::{fp8_e4m3_to_f32, int4_at};
 use crate::{DataType, RuntimeError};
 use half::{bf16, f16};
 
@@ -109,6 +109,43 @@ impl HostTensor {
         )
     }
 
+    /// An INT4 tensor from one element per byte, each the low four bits of its byte
+    /// (as NumPy holds INT4: an `int8` array, or ml_dtypes' `int4`), packed two per
+    /// byte. Fails unless `unpacked` holds one byte per element of `shape`.
+    pub fn int4_from_unpacked(
+        name: impl Into<String>,
+        shape: Vec<usize>,
+        unpacked: &[u8],
+    ) -> Result<HostTensor, RuntimeError> {
+        let name = name.into();
+        let n = element_count(&name, &shape)?;
+        if unpacked.len() != n {
+            return Err(RuntimeError::tensor(
+                name,
+                format!(
+                    "{} bytes do not hold an unpacked int4 tensor of shape {shape:?} (one byte \
+                     per element: {n})",
+                    unpacked.len()
+                ),
+            ));
+        }
+        let packed = unpacked
+            .chunks(2)
+            .map(|p| (p[0] & 0x0F) | p.get(1).map_or(0, |&hi| hi << 4))
+            .collect();
+        HostTensor::new(name, DataType::Int4, shape, packed)
+    }
+
+    /// An INT4 tensor's elements one per byte, sign-extended (the bytes of `int8`
+    /// values, which ml_dtypes' `int4` reads alike); `None` for any other type.
+    pub fn int4_unpacked(&self) -> Option<Vec<u8>> {
+        (self.dtype == DataType::Int4).then(|| {
+            (0..self.len())
+                .map(|i| int4_at(&self.data, i) as u8)
+                .collect()
+        })
+    }
+
     /// Element type.
     pub fn dtype(&self) -> DataType {
         self.dtype
@@ -145,8 +182,8 @@ impl HostTensor {
     }
 
     /// The elements converted to f32. Works for every float (FP8 E4M3 included),
-    /// integer and bool type; fails for the packed/narrow TensorRT types (INT4, FP4,
-    /// E8M0).
+    /// integer (INT4 included) and bool type; fails for the narrow TensorRT float types
+    /// (FP4, E8M0).
     pub fn to_f32_vec(&self) -> Result<Vec<f32>, RuntimeError> {
         fn chunks<const N: usize>(data: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
             data.chunks_exact(N).map(|c| {
@@ -189,7 +226,8 @@ impl HostTensor {
                 .map(|b| u64::from_le_bytes(b) as f32)
                 .collect(),
             DataType::Fp8E4M3 => d.iter().map(|&b| fp8_e4m3_to_f32(b)).collect(),
-            DataType::Int4 | DataType::Fp4E2M1 | DataType::E8M0 => {
+            DataType::Int4 => (0..self.len()).map(|i| f32::from(int4_at(d, i))).collect(),
+            DataType::Fp4E2M1 | DataType::E8M0 => {
                 return Err(RuntimeError::tensor(
                     &self.name,
                     format!(
@@ -242,6 +280,25 @@ mod tests {
     }
 
     #[test]
+    fn int4_packs_from_and_unpacks_to_one_byte_per_element() {
+        // int8 bytes (-1 = 0xFF) and ml_dtypes' (-1 = 0x0F) alike; an odd count.
+        for unpacked in [[0xFFu8, 0xF8, 0x07], [0x0F, 0x08, 0x07]] {
+            let t = HostTensor::int4_from_unpacked("q", vec![3], &unpacked).unwrap();
+            assert_eq!(t.dtype(), DataType::Int4);
+            assert_eq!(t.bytes(), [0x8F, 0x07]);
+            assert_eq!(t.int4_unpacked().unwrap(), [0xFF, 0xF8, 0x07]);
+        }
+        let err = HostTensor::int4_from_unpacked("q", vec![4], &[0; 2]).unwrap_err();
+        assert!(err.to_string().contains("one byte per element: 4"), "{err}");
+        let empty = HostTensor::int4_from_unpacked("e", vec![0], &[]).unwrap();
+        assert_eq!(empty.int4_unpacked().unwrap(), Vec::<u8>::new());
+        assert!(HostTensor::from_f32("f", vec![1], &[1.0])
+            .unwrap()
+            .int4_unpacked()
+            .is_none());
+    }
+
+    #[test]
     fn conversions_cover_the_numeric_types() {
         let h = HostTensor::new(
             "h",
@@ -262,6 +319,13 @@ mod tests {
         assert_eq!(f.to_i64_vec().unwrap(), vec![2, -2]);
         let packed = HostTensor::zeros("p", DataType::Int4, vec![5]).unwrap();
         assert_eq!(packed.bytes().len(), 3);
-        assert!(packed.to_f32_vec().is_err());
+        assert_eq!(packed.to_f32_vec().unwrap(), vec![0.0; 5]);
+        // INT4: two per byte, low nibble first, sign-extended.
+        let int4 = HostTensor::new("i4", DataType::Int4, vec![3], vec![0x8F, 0xF7]).unwrap();
+        assert_eq!(int4.to_f32_vec().unwrap(), vec![-1.0, -8.0, 7.0]);
+        assert_eq!(int4.to_i64_vec().unwrap(), vec![-1, -8, 7]);
+        let fp4 = HostTensor::zeros("p", DataType::Fp4E2M1, vec![5]).unwrap();
+        assert!(fp4.int4_unpacked().is_none());
+        assert!(fp4.to_f32_vec().is_err());
     }
 }

@@ -76,7 +76,7 @@ fn exact_at(data: &TensorData, i: usize) -> Option<Exact> {
         TensorData::BF16(v) => Exact::Float(v[i].to_f64()),
         TensorData::F8E4M3(v) => Exact::Float(v[i].to_f64()),
         TensorData::F64(v) => Exact::Float(v[i]),
-        TensorData::I8(v) => Exact::Int(v[i] as i128),
+        TensorData::I8(v) | TensorData::I4(v) => Exact::Int(v[i] as i128),
         TensorData::U8(v) => Exact::Int(v[i] as i128),
         TensorData::I16(v) => Exact::Int(v[i] as i128),
         TensorData::U16(v) => Exact::Int(v[i] as i128),
@@ -173,9 +173,11 @@ pub(crate) fn convert_lossless(data: TensorData, to: DType) -> Result<TensorData
         DType::U32 => to_int!(U32, u32),
         DType::I64 => to_int!(I64, i64),
         DType::U64 => to_int!(U64, u64),
-        // Loaded arrays are never FP8 (NumPy has no such type), and the loader refuses
-        // FP8 inputs (`InputSpec::from_graph`); converting to FP8 would round.
-        DType::Bool | DType::String | DType::F8E4M3 => return Err(ConvertError::Unsupported),
+        // Loaded arrays are never FP8 or INT4 (NumPy has no such types), and the loader
+        // refuses such inputs (`InputSpec::from_graph`); converting to FP8 would round.
+        DType::Bool | DType::String | DType::F8E4M3 | DType::I4 => {
+            return Err(ConvertError::Unsupported)
+        }
     };
     losses.finish(converted)
 }

@@ -25,8 +25,8 @@ impl InputSpec {
     }
 
     /// The specs of `graph`'s run-time inputs, in order; fails (naming the
-    /// input) if one has no known element type or rank, or is FP8 (no `.npy` array
-    /// or image can hold FP8 data).
+    /// input) if one has no known element type or rank, or is FP8 or INT4 (no `.npy`
+    /// array or image can hold such data).
     pub fn from_graph(graph: &Graph) -> Result<Vec<InputSpec>, CalibError> {
         graph
             .inputs
@@ -38,12 +38,17 @@ impl InputSpec {
                     reason: format!("no known {what}"),
                 };
                 let dtype = v.dtype.ok_or_else(|| unknown("element type"))?;
-                if dtype == DType::F8E4M3 {
+                let missing = match dtype {
+                    DType::F8E4M3 => Some("FP8"),
+                    DType::I4 => Some("INT4"),
+                    _ => None,
+                };
+                if let Some(kind) = missing {
                     return Err(CalibError::ModelInput {
                         input: v.name.clone(),
                         reason: format!(
-                            "is {dtype}, which calibration data cannot hold (NumPy has no FP8 \
-                             type, so .npy/.npz arrays cannot feed it)"
+                            "is {dtype}, which calibration data cannot hold (NumPy has no \
+                             {kind} type, so .npy/.npz arrays cannot feed it)"
                         ),
                     });
                 }
@@ -136,6 +141,7 @@ pub(crate) fn split_batches(t: Tensor, k: usize) -> Vec<Tensor> {
         TensorData::F8E4M3(v) => split!(v, F8E4M3),
         TensorData::F64(v) => split!(v, F64),
         TensorData::I8(v) => split!(v, I8),
+        TensorData::I4(v) => split!(v, I4),
         TensorData::U8(v) => split!(v, U8),
         TensorData::I16(v) => split!(v, I16),
         TensorData::U16(v) => split!(v, U16),
@@ -221,6 +227,24 @@ mod tests {
             e.starts_with("model input `codes`: is float8e4m3fn") && e.contains("NumPy"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn int4_inputs_are_refused_by_name() {
+        let mut g = Graph::new("g", 21);
+        g.add_input("nibbles", DType::I4, vec![Dim::Known(4)]);
+        let e = InputSpec::from_graph(&g).unwrap_err().to_string();
+        assert!(
+            e.starts_with("model input `nibbles`: is int4") && e.contains("NumPy has no INT4"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn splits_int4_batches() {
+        let t = Tensor::new(vec![2, 2], TensorData::I4(vec![-8, 7, -1, 0])).unwrap();
+        let parts = split_batches(t, 2);
+        assert_eq!(parts[1].data(), &TensorData::I4(vec![-1, 0]));
     }
 
     #[test]

@@ -3,14 +3,17 @@
 //! float narrowing (e.g. to f16) rounds to nearest even. Strings parse and format.
 //! FP8 E4M3 targets round to nearest even through `f32` and follow the `saturate`
 //! attribute (opset 19, default 1: clamp to ±448; 0: out-of-range values become NaN).
+//! INT4 targets: floats round half to even and saturate to [-8, 7], integers keep their
+//! low four bits (see [`crate::int4`]); INT4 sources convert exactly, as INT8 would.
 
 use crate::ctx::OpCtx;
 use crate::float::{f32_view, from_f32};
 use crate::fp8::f8_vec_from_f32;
+use crate::int4::int4_wrapping;
 use crate::registry::Kernel;
 use crate::ExecError;
 use half::{bf16, f16};
-use rtq_ir::{DType, Tensor, TensorData};
+use rtq_ir::{int4_from_f64, DType, Tensor, TensorData};
 
 /// Cast kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Cast", cast), ("CastLike", cast_like)];
@@ -94,6 +97,20 @@ pub(crate) fn cast_data(
             .map_err(|e| ctx.err(e.to_string()))?;
         return cast_data(ctx, &as_f32, to, saturate);
     }
+    if let TensorData::I4(v) = d {
+        // Every INT4 value is an INT8 one, and converts to every type as that would.
+        let as_i8 = Tensor::new(t.shape().to_vec(), TensorData::I8(v.clone()))
+            .map_err(|e| ctx.err(e.to_string()))?;
+        return cast_data(ctx, &as_i8, to, saturate);
+    }
+    if to == DType::I4 {
+        // Float values are exact in f64; integers and bools keep their low four bits.
+        return Ok(TensorData::I4(if from.is_float() {
+            (0..n).map(|i| int4_from_f64(d.get_f64(i))).collect()
+        } else {
+            (0..n).map(|i| int4_wrapping(d.get_i64(i))).collect()
+        }));
+    }
     if to == DType::F8E4M3 {
         // Through f32, as onnxruntime converts: f64 and integers narrow to f32 first.
         let v: Vec<f32> = match f32_view(t) {
@@ -139,7 +156,7 @@ pub(crate) fn cast_data(
         DType::U32 => TensorData::U32(from_floats!(d, n, u32)),
         DType::I64 => TensorData::I64(from_floats!(d, n, i64)),
         DType::U64 => TensorData::U64(from_floats!(d, n, u64)),
-        DType::String | DType::F8E4M3 => unreachable!("handled above"),
+        DType::String | DType::F8E4M3 | DType::I4 => unreachable!("handled above"),
     })
 }
 
@@ -326,6 +343,90 @@ mod tests {
             fp8_codes(&cast(&x, DType::F8E4M3).unwrap()),
             (0..=255).collect::<Vec<u8>>()
         );
+    }
+
+    fn int4_values(t: &Tensor) -> Vec<i8> {
+        match t.data() {
+            TensorData::I4(v) => v.clone(),
+            other => panic!("not INT4: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn floats_to_int4_round_half_to_even_and_saturate() {
+        let xs = vec![
+            0.5f32,
+            1.5,
+            2.5,
+            -2.5,
+            3.49,
+            -3.51,
+            7.5,
+            8.0,
+            100.0,
+            -8.5,
+            -9.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let want = [0i8, 2, 2, -2, 3, -4, 7, 7, 7, -8, -8, 0, 7, -8];
+        let x = Tensor::from_f32(vec![xs.len()], xs.clone());
+        assert_eq!(int4_values(&cast(&x, DType::I4).unwrap()), want);
+        let h: Vec<f16> = xs.iter().map(|&v| f16::from_f32(v)).collect();
+        let h = Tensor::new(vec![h.len()], TensorData::F16(h)).unwrap();
+        assert_eq!(int4_values(&cast(&h, DType::I4).unwrap()), want);
+        let d = Tensor::new(vec![2], TensorData::F64(vec![6.5, -7.500001])).unwrap();
+        assert_eq!(int4_values(&cast(&d, DType::I4).unwrap()), [6, -8]);
+    }
+
+    #[test]
+    fn integers_to_int4_keep_the_low_four_bits() {
+        let x = Tensor::from_i64(vec![8], vec![0, 7, 8, 15, 16, -8, -9, 100]);
+        assert_eq!(
+            int4_values(&cast(&x, DType::I4).unwrap()),
+            [0, 7, -8, -1, 0, -8, 7, 4]
+        );
+        let b = Tensor::new(vec![2], TensorData::Bool(vec![true, false])).unwrap();
+        assert_eq!(int4_values(&cast(&b, DType::I4).unwrap()), [1, 0]);
+        let u = Tensor::new(vec![2], TensorData::U8(vec![255, 9])).unwrap();
+        assert_eq!(int4_values(&cast(&u, DType::I4).unwrap()), [-1, -7]);
+    }
+
+    #[test]
+    fn int4_to_other_types_is_exact() {
+        let all: Vec<i8> = (-8..=7).collect();
+        let x = Tensor::new(vec![16], TensorData::I4(all.clone())).unwrap();
+        let f: Vec<f32> = all.iter().map(|&v| f32::from(v)).collect();
+        assert_eq!(
+            cast(&x, DType::F32).unwrap().as_f32().unwrap(),
+            f.as_slice()
+        );
+        assert_eq!(cast(&x, DType::F16).unwrap().to_f32_vec(), f);
+        assert_eq!(
+            cast(&x, DType::I8).unwrap().data(),
+            &TensorData::I8(all.clone())
+        );
+        assert_eq!(
+            cast(&x, DType::I64).unwrap().as_i64().unwrap(),
+            all.iter().map(|&v| i64::from(v)).collect::<Vec<_>>()
+        );
+        // Unsigned targets wrap as INT8 would.
+        assert_eq!(cast(&x, DType::U8).unwrap().data().get_i64(0), 248);
+        let b = cast(&x, DType::Bool).unwrap();
+        assert_eq!(b.data().get_i64(8), 0);
+        assert_eq!(b.data().get_i64(0), 1);
+        let s = cast(&x, DType::String).unwrap();
+        assert_eq!(
+            s.data(),
+            &TensorData::String(all.iter().map(|v| v.to_string().into_bytes()).collect())
+        );
+        // The same type is a copy; and back from every other type.
+        assert_eq!(int4_values(&cast(&x, DType::I4).unwrap()), all);
+        for to in [DType::F32, DType::F16, DType::I8, DType::I32, DType::F64] {
+            let y = cast(&x, to).unwrap();
+            assert_eq!(int4_values(&cast(&y, DType::I4).unwrap()), all, "{to}");
+        }
     }
 
     #[test]

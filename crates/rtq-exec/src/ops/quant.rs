@@ -1,8 +1,9 @@
-//! QuantizeLinear, DequantizeLinear (per-tensor, per-axis and blocked; 8-, 16- and
+//! QuantizeLinear, DequantizeLinear (per-tensor, per-axis and blocked; 4-, 8-, 16- and
 //! 32-bit integers and FP8 E4M3) and DynamicQuantizeLinear. Quantization rounds half
-//! to even and saturates; the zero point's type (else the `output_dtype` attribute)
-//! decides the quantized type (uint8 when absent). FP8 follows the `saturate`
-//! attribute: out-of-range values clamp to ±448, or become NaN with `saturate=0`.
+//! to even and saturates (INT4 to [-8, 7]); the zero point's type (else the
+//! `output_dtype` attribute) decides the quantized type (uint8 when absent). FP8
+//! follows the `saturate` attribute: out-of-range values clamp to ±448, or become NaN
+//! with `saturate=0`.
 
 use crate::ctx::OpCtx;
 use crate::elem::{with_numeric, Elem};
@@ -42,7 +43,8 @@ enum Granularity {
 
 impl Granularity {
     /// Calls `f(range, scale_index_of_first, scale_step)` for consecutive runs of
-    /// elements: within a run, element `k` uses scale `first + k * step`.
+    /// elements: within a run, element `k` uses scale `first + k * step` (`step` is 0
+    /// or 1).
     fn for_each_run(&self, len: usize, mut f: impl FnMut(std::ops::Range<usize>, usize, usize)) {
         match *self {
             Granularity::Tensor => f(0..len, 0, 0),
@@ -51,6 +53,22 @@ impl Granularity {
                     for a in 0..dim {
                         let start = (o * dim + a) * inner;
                         f(start..start + inner, a, 0);
+                    }
+                }
+            }
+            Granularity::Block {
+                outer,
+                dim,
+                inner: 1,
+                block,
+                sdim,
+            } => {
+                // Blocks along the last axis: each block is one run of one scale.
+                for o in 0..outer {
+                    for b in 0..sdim {
+                        let start = o * dim + b * block;
+                        let end = (start + block).min((o + 1) * dim);
+                        f(start..end, o * sdim + b, 0);
                     }
                 }
             }
@@ -314,6 +332,9 @@ fn quantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         DType::U8 => TensorData::U8(quantize_8bit(&xs, &scale, &zp, &g, (0.0, 255.0), |v| {
             v as u8
         })),
+        DType::I4 => TensorData::I4(quantize_8bit(&xs, &scale, &zp, &g, (-8.0, 7.0), |v| {
+            v as i8
+        })),
         DType::U16 | DType::I16 | DType::I32 => {
             with_numeric!(&template, T, _v => T::wrap(quantize_typed::<T>(&xs, &scale, &zp, &g)),
                 _ => unreachable!("integer types listed above"))
@@ -340,7 +361,8 @@ fn dequantize_typed<T: Elem>(q: &[T], scale: &[f32], zp: &[i64], g: &Granularity
     out
 }
 
-/// Dequantizes 8-bit data (`widen` to i32): the same values as [`dequantize_typed`].
+/// Dequantizes 8-bit (and INT4) data (`widen` to i32): the same values as
+/// [`dequantize_typed`].
 fn dequantize_8bit<T: Copy>(
     q: &[T],
     scale: &[f32],
@@ -351,9 +373,15 @@ fn dequantize_8bit<T: Copy>(
     let mut out = vec![0.0f32; q.len()];
     g.for_each_run(q.len(), |range, s0, step| {
         if step != 0 {
-            for (k, i) in range.enumerate() {
-                let si = s0 + k * step;
-                out[i] = (widen(q[i]) - zp[si] as i32) as f32 * scale[si];
+            // A run of consecutive scales (blocked, inner axes): zipped, so it vectorizes.
+            let n = range.len();
+            let (s, z) = (&scale[s0..s0 + n], &zp[s0..s0 + n]);
+            let lanes = out[range.clone()]
+                .iter_mut()
+                .zip(&q[range])
+                .zip(s.iter().zip(z));
+            for ((o, &v), (&s, &z)) in lanes {
+                *o = (widen(v) - z as i32) as f32 * s;
             }
             return;
         }
@@ -414,6 +442,7 @@ fn dequantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         // 8-bit data: through i32, exact like the i64 path, and vectorizable.
         TensorData::I8(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
         TensorData::U8(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
+        TensorData::I4(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
         TensorData::F32(_) | TensorData::F16(_) | TensorData::BF16(_) | TensorData::F64(_) => {
             return Err(ctx.err(format!("cannot dequantize {} data", x.dtype())))
         }
@@ -753,6 +782,206 @@ mod fp8_tests {
     #[test]
     fn fp8_zero_point_type_must_match_data() {
         let q = f8(&[0x38]);
+        let z = Tensor::new(vec![], TensorData::I8(vec![0])).unwrap();
+        let s = Tensor::scalar_f32(1.0);
+        let e = eval_node(
+            &node("DequantizeLinear", &[], 1),
+            &[Some(&q), Some(&s), Some(&z)],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("differs"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod int4_tests {
+    use crate::eval_node;
+    use rtq_ir::{Attr, DType, Tensor, TensorData};
+    use rtq_test_support::node;
+
+    fn int4(shape: &[usize], values: &[i8]) -> Tensor {
+        Tensor::new(shape.to_vec(), TensorData::I4(values.to_vec())).unwrap()
+    }
+
+    fn values(t: &Tensor) -> Vec<i8> {
+        match t.data() {
+            TensorData::I4(v) => v.clone(),
+            other => panic!("not INT4: {other:?}"),
+        }
+    }
+
+    fn run(op: &str, attrs: &[(&str, Attr)], ins: &[Option<&Tensor>]) -> Tensor {
+        eval_node(&node(op, attrs, 1), ins).unwrap().remove(0)
+    }
+
+    /// Seeded INT4 values covering the range.
+    fn pattern(n: usize, seed: usize) -> Vec<i8> {
+        (0..n)
+            .map(|i| ((i * 7 + seed * 3) % 16) as i8 - 8)
+            .collect()
+    }
+
+    /// Blocked dequantization written out index by index: element `idx` uses the
+    /// scale at `idx` with the axis coordinate divided by `block`.
+    fn blocked_reference(
+        shape: &[usize],
+        q: &[i8],
+        scale: &[f32],
+        zp: &[i8],
+        axis: usize,
+        block: usize,
+    ) -> Vec<f32> {
+        let mut sshape = shape.to_vec();
+        sshape[axis] = shape[axis].div_ceil(block);
+        (0..q.len())
+            .map(|flat| {
+                let (mut rest, mut coords) = (flat, vec![0; shape.len()]);
+                for d in (0..shape.len()).rev() {
+                    coords[d] = rest % shape[d];
+                    rest /= shape[d];
+                }
+                coords[axis] /= block;
+                let si = coords
+                    .iter()
+                    .zip(&sshape)
+                    .fold(0, |acc, (&c, &n)| acc * n + c);
+                (f32::from(q[flat]) - f32::from(zp[si])) * scale[si]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn blocked_dequantize_with_a_short_last_block() {
+        // [K, N] weights blocked along K (axis 0) and along N (axis 1, contiguous
+        // blocks), and a rank-3 tensor blocked on its middle axis; K = 7 and block 3
+        // leave a last block of one.
+        for (shape, axis, block) in [
+            (vec![7usize, 5], 0usize, 3usize),
+            (vec![5, 7], 1, 3),
+            (vec![2, 7, 3], 1, 3),
+            (vec![3, 4], 1, 4),
+            (vec![3, 4], 1, 9),
+            (vec![100, 24], 0, 32),
+        ] {
+            let n: usize = shape.iter().product();
+            let mut sshape = shape.clone();
+            sshape[axis] = shape[axis].div_ceil(block);
+            let sn: usize = sshape.iter().product();
+            let q = pattern(n, 1);
+            let scales: Vec<f32> = (0..sn).map(|i| 0.125 * (1 + i % 5) as f32).collect();
+            let zp = pattern(sn, 2);
+            let want = blocked_reference(&shape, &q, &scales, &zp, axis, block);
+            let attrs = [
+                ("axis", Attr::Int(axis as i64)),
+                ("block_size", Attr::Int(block as i64)),
+            ];
+            let qt = int4(&shape, &q);
+            let st = Tensor::from_f32(sshape.clone(), scales.clone());
+            let zt = int4(&sshape, &zp);
+            let y = run(
+                "DequantizeLinear",
+                &attrs,
+                &[Some(&qt), Some(&st), Some(&zt)],
+            );
+            assert_eq!(y.shape(), shape.as_slice());
+            assert_eq!(
+                y.as_f32().unwrap(),
+                want.as_slice(),
+                "{shape:?} axis {axis}"
+            );
+            // And back: QuantizeLinear of the dequantized values gives the codes.
+            let back = run("QuantizeLinear", &attrs, &[Some(&y), Some(&st), Some(&zt)]);
+            assert_eq!(values(&back), q, "{shape:?} axis {axis}");
+        }
+    }
+
+    #[test]
+    fn blocked_scale_shapes_are_checked() {
+        let q = int4(&[4, 3], &pattern(12, 0));
+        let attrs = [("axis", Attr::Int(0)), ("block_size", Attr::Int(3))];
+        // ceil(4 / 3) = 2 rows of scales, not 1.
+        let s = Tensor::from_f32(vec![1, 3], vec![1.0; 3]);
+        let e = eval_node(&node("DequantizeLinear", &attrs, 1), &[Some(&q), Some(&s)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("block_size=3"), "{e}");
+    }
+
+    #[test]
+    fn per_axis_and_per_tensor_dequantize() {
+        let q = int4(&[2, 3], &[-8, 7, 0, -1, 3, -4]);
+        let s = Tensor::from_f32(vec![3], vec![0.5, 2.0, 0.25]);
+        let z = int4(&[3], &[1, -1, 0]);
+        let y = run(
+            "DequantizeLinear",
+            &[("axis", Attr::Int(1))],
+            &[Some(&q), Some(&s), Some(&z)],
+        );
+        assert_eq!(y.as_f32().unwrap(), &[-4.5, 16.0, 0.0, -1.0, 8.0, -1.0]);
+        let s = Tensor::scalar_f32(0.5);
+        let z = int4(&[], &[-8]);
+        let y = run("DequantizeLinear", &[], &[Some(&q), Some(&s), Some(&z)]);
+        assert_eq!(y.as_f32().unwrap(), &[0.0, 7.5, 4.0, 3.5, 5.5, 2.0]);
+        let y = run("DequantizeLinear", &[], &[Some(&q), Some(&s)]);
+        assert_eq!(y.as_f32().unwrap(), &[-4.0, 3.5, 0.0, -0.5, 1.5, -2.0]);
+    }
+
+    #[test]
+    fn quantize_saturates_and_rounds_ties_to_even() {
+        let xs = [
+            0.5f32, 1.5, 2.5, -0.5, -1.5, -2.5, 6.5, 7.49, 7.5, 100.0, -7.5, -8.5, -1e9, 3.25,
+        ];
+        let want = [0i8, 2, 2, 0, -2, -2, 6, 7, 7, 7, -8, -8, -8, 3];
+        let x = Tensor::from_f32(vec![xs.len()], xs.to_vec());
+        let s = Tensor::scalar_f32(1.0);
+        let z = int4(&[], &[0]);
+        let y = run("QuantizeLinear", &[], &[Some(&x), Some(&s), Some(&z)]);
+        assert_eq!(y.dtype(), DType::I4);
+        assert_eq!(values(&y), want);
+        // Opset 21: no zero point, the type from `output_dtype` (22 = INT4).
+        let attrs = [("output_dtype", Attr::Int(22))];
+        let y = run("QuantizeLinear", &attrs, &[Some(&x), Some(&s), None]);
+        assert_eq!(values(&y), want);
+        // A zero point shifts the range: 0.5 / 0.5 + 3 = 4; saturation still at 7.
+        let x = Tensor::from_f32(vec![3], vec![0.5, 3.0, -20.0]);
+        let s = Tensor::scalar_f32(0.5);
+        let y = run(
+            "QuantizeLinear",
+            &[],
+            &[Some(&x), Some(&s), Some(&int4(&[], &[3]))],
+        );
+        assert_eq!(values(&y), [4, 7, -8]);
+    }
+
+    #[test]
+    fn quantize_per_axis() {
+        let x = Tensor::from_f32(vec![2, 2], vec![1.0, -1.0, 5.0, 40.0]);
+        let s = Tensor::from_f32(vec![2], vec![0.25, 4.0]);
+        let z = int4(&[2], &[0, -2]);
+        let y = run(
+            "QuantizeLinear",
+            &[("axis", Attr::Int(0))],
+            &[Some(&x), Some(&s), Some(&z)],
+        );
+        // 4 -> 4, -4 -> -4; 1.25 -> 1 - 2, 10 -> 8 -> 7.
+        assert_eq!(values(&y), [4, -4, -1, 7]);
+    }
+
+    #[test]
+    fn every_value_survives_dequantize_then_quantize() {
+        let all: Vec<i8> = (-8..=7).collect();
+        let q = int4(&[16], &all);
+        let s = Tensor::scalar_f32(0.3);
+        let z = int4(&[], &[-3]);
+        let x = run("DequantizeLinear", &[], &[Some(&q), Some(&s), Some(&z)]);
+        let back = run("QuantizeLinear", &[], &[Some(&x), Some(&s), Some(&z)]);
+        assert_eq!(values(&back), all);
+    }
+
+    #[test]
+    fn int4_zero_point_type_must_match_data() {
+        let q = int4(&[1], &[3]);
         let z = Tensor::new(vec![], TensorData::I8(vec![0])).unwrap();
         let s = Tensor::scalar_f32(1.0);
         let e = eval_node(

@@ -51,7 +51,7 @@ fn apply(
     }
     if red == Reduction::None {
         return Ok(with_any!(data, T, v => {
-            let mut out: Vec<T> = v.clone();
+            let mut out: Vec<T> = v.to_vec();
             let u = T::of(updates).ok_or_else(|| ctx.err("element types differ"))?;
             for (k, &t) in targets.iter().enumerate() {
                 out[t..t + run].clone_from_slice(&u[k * run..(k + 1) * run]);

@@ -24,6 +24,9 @@ pub enum QuantError {
         /// What is missing or wrong.
         message: String,
     },
+    /// The transform's options cannot work.
+    #[error("{0}")]
+    Options(String),
     /// A filter pattern is malformed.
     #[error("bad node filter `{0}`")]
     BadFilter(String),

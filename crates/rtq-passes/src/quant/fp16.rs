@@ -313,8 +313,7 @@ pub fn convert_fp16(graph: &mut Graph, opts: &Fp16Options) -> Result<Fp16Summary
 
 /// Why Q/DQ node `id` cannot compute in FP16, if it cannot: its float side spans
 /// `(quantized extreme - zero point) * scale`, which must stay within `limit`, and
-/// only constant scales and zero points of 8-bit types (INT8, UINT8, FP8 E4M3) are
-/// judged.
+/// only constant scales and zero points of INT8, UINT8, FP8 E4M3 and INT4 are judged.
 fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32, guard: &str) -> Option<String> {
     let node = graph.node(id);
     let constant = |slot: usize| node.input(slot).and_then(|v| graph.constant(v));
@@ -329,7 +328,12 @@ fn half_qdq_obstacle(graph: &Graph, id: NodeId, limit: f32, guard: &str) -> Opti
         Some(DType::I8) => (-128.0f32, 127.0f32),
         Some(DType::U8) => (0.0, 255.0),
         Some(DType::F8E4M3) => (-448.0, 448.0),
-        other => return Some(format!("only 8-bit Q/DQ run in FP16, not {other:?}")),
+        Some(DType::I4) => (-8.0, 7.0),
+        other => {
+            return Some(format!(
+                "only 8-bit and INT4 Q/DQ run in FP16, not {other:?}"
+            ))
+        }
     };
     let zero_points = constant(2).map(|z| z.to_f32_vec()).unwrap_or_default();
     let scales = scale.to_f32_vec();

@@ -7,6 +7,7 @@ mod equalize;
 mod error;
 mod filter;
 mod fp16;
+mod int4;
 mod int8;
 mod passes;
 mod placement;
@@ -20,10 +21,14 @@ pub use equalize::{
 pub use error::QuantError;
 pub use filter::NodeFilter;
 pub use fp16::{convert_fp16, Fp16Options, Fp16Summary, BF16_OPSET, FP16_MAX, HALF_QDQ_OPSET};
+pub use int4::{
+    apply_int4, int4_activations, plan_int4, quantize_int4_blocks, scale_rows, Int4Layer,
+    Int4Options, Int4Plan, Int4Site, Int4Summary, Int4Tuning, INT4_BLOCK_SIZES, INT4_OPSET,
+};
 pub use int8::{
     apply_int8, plan_int8, Int8Options, Int8Plan, Int8Summary, WeightQuant, FP8_QDQ_OPSET,
 };
-pub use passes::{EqualizePass, Fp16Pass, Int8QdqPass, PRECISION_PASS_NAMES};
+pub use passes::{EqualizePass, Fp16Pass, Int4WeightsPass, Int8QdqPass, PRECISION_PASS_NAMES};
 pub use placement::{INT8_ATTENTION_MAX_KEYS, INT8_WEIGHTED_OPS};
 pub use rtq_ir::ScaleFormat;
 pub use weights::{quantize_per_channel, quantize_symmetric, quantize_weights};

@@ -4,11 +4,12 @@
 //! nothing) and keeps the transform's summary for the report.
 
 use super::{
-    apply_equalization, apply_int8, convert_fp16, EqualizeOptions, EqualizeSite, EqualizeSummary,
-    Fp16Options, Fp16Summary, Int8Plan, Int8Summary,
+    apply_equalization, apply_int4, apply_int8, convert_fp16, EqualizeOptions, EqualizeSite,
+    EqualizeSummary, Fp16Options, Fp16Summary, Int4Options, Int4Plan, Int4Summary, Int4Tuning,
+    Int8Plan, Int8Summary,
 };
 use crate::{Pass, PassError};
-use rtq_ir::{Graph, QuantGrid, ValueId};
+use rtq_ir::{Graph, NodeId, QuantGrid, ValueId};
 use std::collections::HashMap;
 
 /// Inserts INT8 Q/DQ nodes per a plan ([`super::plan_int8`]) with calibrated ranges
@@ -104,6 +105,53 @@ impl Pass for EqualizePass<'_> {
     }
 }
 
+/// Stores MatMul/Gemm weights as blockwise INT4 ([`apply_int4`]).
+#[derive(Debug)]
+pub struct Int4WeightsPass<'a> {
+    plan: &'a Int4Plan,
+    options: Int4Options,
+    tuning: &'a HashMap<NodeId, Int4Tuning>,
+    summary: Option<Int4Summary>,
+}
+
+impl<'a> Int4WeightsPass<'a> {
+    /// Name of the pass.
+    pub const NAME: &'static str = "int4-weights";
+
+    /// The pass for `plan`, with per-node AWQ `tuning` (nodes without one are
+    /// quantized round-to-nearest).
+    pub fn new(
+        plan: &'a Int4Plan,
+        options: Int4Options,
+        tuning: &'a HashMap<NodeId, Int4Tuning>,
+    ) -> Int4WeightsPass<'a> {
+        Int4WeightsPass {
+            plan,
+            options,
+            tuning,
+            summary: None,
+        }
+    }
+
+    /// What the transform did, once the pass has run.
+    pub fn summary(&self) -> Option<&Int4Summary> {
+        self.summary.as_ref()
+    }
+}
+
+impl Pass for Int4WeightsPass<'_> {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
+        let (plan, options, tuning) = (self.plan, &self.options, self.tuning);
+        run_once(&mut self.summary, Self::NAME, || {
+            apply_int4(graph, plan, options, tuning)
+        })
+    }
+}
+
 /// Converts the graph to FP16 ([`convert_fp16`]).
 #[derive(Debug)]
 pub struct Fp16Pass {
@@ -161,6 +209,7 @@ pub const PRECISION_PASS_NAMES: &[&str] = &[
     EqualizePass::NAME,
     Int8QdqPass::NAME,
     Int8QdqPass::FP8_NAME,
+    Int4WeightsPass::NAME,
     Fp16Pass::NAME,
 ];
 
