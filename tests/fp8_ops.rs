@@ -18,10 +18,8 @@
 
 mod common;
 
+use common::manifest::{entries, generate, read, run_rtq};
 use common::*;
-use rtq_runtime::{Backend, DataType, Engine, HostTensor, LoadOptions};
-use serde_json::Value;
-use std::path::Path;
 
 /// Writes, under `OUT`: model.onnx, the inputs (in/), onnxruntime's outputs (ort/),
 /// ml_dtypes' references for the FP8-derived outputs (ml/), all as raw little-endian
@@ -171,49 +169,6 @@ with open(f"{OUT}/manifest.json", "w") as f:
     json.dump(manifest, f)
 "#;
 
-/// Generates the model and the references in a fresh directory.
-fn generate() -> (tempfile::TempDir, Value) {
-    let dir = tempfile::tempdir().unwrap();
-    python_inline(&format!("OUT = r\"{}\"\n{MAKE}", dir.path().display()));
-    let manifest = std::fs::read(dir.path().join("manifest.json")).unwrap();
-    (dir, serde_json::from_slice(&manifest).unwrap())
-}
-
-/// `[name, type, shape]` entries of a manifest list.
-fn entries(list: &Value) -> Vec<(String, DataType, Vec<usize>)> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            let dtype = DataType::from_name(e[1].as_str().unwrap()).unwrap();
-            let shape = e[2].as_array().unwrap();
-            let shape = shape.iter().map(|d| d.as_u64().unwrap() as usize).collect();
-            (e[0].as_str().unwrap().to_string(), dtype, shape)
-        })
-        .collect()
-}
-
-fn read(dir: &Path, kind: &str, name: &str) -> Vec<u8> {
-    std::fs::read(dir.join(kind).join(format!("{name}.bin"))).unwrap()
-}
-
-/// Runs the model in rtq's CPU runtime on the generated inputs; outputs by name.
-fn run_rtq(dir: &Path, model: &Path, manifest: &Value) -> Vec<HostTensor> {
-    let opts = LoadOptions {
-        backend: Backend::Cpu,
-        ..Default::default()
-    };
-    let mut engine = Engine::load(model, &opts).unwrap();
-    let inputs: Vec<HostTensor> = entries(&manifest["inputs"])
-        .into_iter()
-        .map(|(name, dtype, shape)| {
-            let bytes = read(dir, "in", &name);
-            HostTensor::new(name, dtype, shape, bytes).unwrap()
-        })
-        .collect();
-    engine.infer(&inputs).unwrap()
-}
-
 /// Element `i` of `bytes` (elements of `width` bytes) as an integer, for messages.
 fn element(bytes: &[u8], width: usize, i: usize) -> u64 {
     let mut v = [0u8; 8];
@@ -234,7 +189,7 @@ fn fp8_ops_match_onnxruntime_and_ml_dtypes_bit_for_bit() {
     if skip_python() {
         return;
     }
-    let (dir, manifest) = generate();
+    let (dir, manifest) = generate(MAKE);
     let dir = dir.path();
     let x: Vec<f32> = read(dir, "in", "x")
         .chunks_exact(4)
@@ -296,7 +251,7 @@ fn fp8_models_survive_import_and_emission() {
     if skip_python() {
         return;
     }
-    let (dir, manifest) = generate();
+    let (dir, manifest) = generate(MAKE);
     let dir = dir.path();
     let model = dir.join("model.onnx");
     // The emitter directly, with value_info.

@@ -1,6 +1,8 @@
 //! Helpers shared by rtq's integration tests.
 #![allow(dead_code)]
 
+pub mod manifest;
+
 use rtq_test_support::run_python;
 // Not every test file uses both.
 #[allow(unused_imports)]
