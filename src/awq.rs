@@ -15,9 +15,10 @@
 
 use anyhow::{Context, Result};
 use rtq_calib::{CalibrationSet, InputSpec};
-use rtq_ir::{Graph, Node, NodeId, ScaleFormat, Tensor, ValueId};
+use rtq_ir::{int4_from_f64, Graph, Node, NodeId, ScaleFormat, Tensor, ValueId};
 use rtq_passes::quant::{
-    int4_activations, quantize_int4_blocks, scale_rows, Int4Plan, Int4Site, Int4Tuning,
+    dequantize_int4_blocks, int4_activations, int4_block_scale, quantize_int4_blocks, scale_rows,
+    Int4Plan, Int4Site, Int4Tuning,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -157,11 +158,7 @@ fn search_layer(
             None => w_kn.clone(),
         };
         let (q, scales) = quantize_int4_blocks(&scaled, &kn_site, block, clip, format);
-        let deq: Vec<f32> = q
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| v as f32 * scales[(i / n / block) * n + i % n])
-            .collect();
+        let deq = dequantize_int4_blocks(&q, &scales, &kn_site, block);
         let xs = match s {
             Some(s) => Tensor::from_f32(
                 vec![r, k],
@@ -251,13 +248,12 @@ fn block_clips(
             let amax = wb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
             let mut best = (f64::INFINITY, 1.0f32);
             for &ratio in &CLIPS {
-                let step = format.round(amax * ratio / 7.0);
-                if !(step.is_finite() && step > 0.0) {
+                let Some(step) = int4_block_scale(amax, ratio, format) else {
                     continue;
-                }
+                };
                 let d: Vec<f64> = wb
                     .iter()
-                    .map(|&v| (v - (v / step).round_ties_even().clamp(-8.0, 7.0) * step) as f64)
+                    .map(|&v| (v - f32::from(int4_from_f64(f64::from(v / step))) * step) as f64)
                     .collect();
                 let mut e = 0.0f64;
                 for i in 0..m {

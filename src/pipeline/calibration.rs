@@ -153,7 +153,7 @@ impl Build<'_> {
             // The cache's coverage decides the plan (validated: cache builds are INT8).
             let (ranges, covered) = self.imported_ranges(graph, cache)?;
             let result = CalibrationResult::from_ranges(ranges);
-            (Some(covered), opts.calib_method, result)
+            (Some(covered), opts.first_method(), result)
         } else {
             let plan = if precision.is_quantized() {
                 let what = format!("planning {} quantization", precision.name());

@@ -300,10 +300,8 @@ pub struct CompileOptions {
     pub fp8: bool,
     /// Calibration data directory.
     pub calib_dir: Option<PathBuf>,
-    /// Calibration method asked for (the first one tried, with `method_search`); see
-    /// [`CompileOptions::first_method`].
-    pub calib_method: CalibMethod,
-    /// How `--calib-method` chooses.
+    /// How `--calib-method` chooses (the method a build starts from:
+    /// [`CompileOptions::first_method`]).
     pub method_choice: MethodChoice,
     /// When an INT8 build misses `accuracy_target`, compare every method's ranges
     /// (from the same statistics) and keep the best (`--calib-method auto`).
@@ -405,7 +403,6 @@ impl CompileOptions {
             int8: false,
             fp8: false,
             calib_dir: None,
-            calib_method: CalibMethod::default(),
             method_choice: MethodChoice::Auto,
             method_search: false,
             bias_correction: None,
@@ -436,10 +433,6 @@ impl CompileOptions {
 
     /// Applies `--calib-method`.
     pub fn set_method(&mut self, choice: MethodChoice) {
-        self.calib_method = match choice {
-            MethodChoice::Auto | MethodChoice::PerTensor => CalibMethod::default(),
-            MethodChoice::Fixed(method) => method,
-        };
         self.per_tensor_ranges = choice == MethodChoice::PerTensor;
         self.method_search = choice == MethodChoice::Auto;
         self.method_choice = choice;
@@ -453,7 +446,7 @@ impl CompileOptions {
         match (self.method_choice, self.precision().grid()) {
             (MethodChoice::Fixed(method), _) => method,
             (_, Some(QuantGrid::Fp8E4M3)) => CalibMethod::Max,
-            _ => self.calib_method,
+            _ => CalibMethod::default(),
         }
     }
 

@@ -141,26 +141,31 @@ impl ScaleFormat {
         }
         match self {
             ScaleFormat::F32 => Some(scale),
-            // Round-to-nearest may go down: then the next value up (positive halves
-            // are ordered like their bits).
-            ScaleFormat::F16 => {
-                let mut h = f16::from_f32(scale);
-                if h.to_f32() < scale {
-                    h = f16::from_bits(h.to_bits() + 1);
-                }
-                let up = h.to_f32();
-                (up.is_finite() && up > 0.0).then_some(up)
-            }
-            ScaleFormat::BF16 => {
-                let mut h = bf16::from_f32(scale);
-                if h.to_f32() < scale {
-                    h = bf16::from_bits(h.to_bits() + 1);
-                }
-                let up = h.to_f32();
-                (up.is_finite() && up > 0.0).then_some(up)
-            }
+            ScaleFormat::F16 => round_up(scale, f16::from_f32, f16::to_f32, |h| {
+                f16::from_bits(h.to_bits() + 1)
+            }),
+            ScaleFormat::BF16 => round_up(scale, bf16::from_f32, bf16::to_f32, |h| {
+                bf16::from_bits(h.to_bits() + 1)
+            }),
         }
     }
+}
+
+/// The smallest value of a 16-bit float type at least `scale` (positive, finite), if
+/// it is finite and positive: round to nearest (`from`), and where that went down the
+/// next value up (`next`; positive values of these types are ordered like their bits).
+fn round_up<T: Copy>(
+    scale: f32,
+    from: fn(f32) -> T,
+    to: fn(T) -> f32,
+    next: fn(T) -> T,
+) -> Option<f32> {
+    let mut h = from(scale);
+    if to(h) < scale {
+        h = next(h);
+    }
+    let up = to(h);
+    (up.is_finite() && up > 0.0).then_some(up)
 }
 
 #[cfg(test)]

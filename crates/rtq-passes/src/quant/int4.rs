@@ -11,7 +11,7 @@
 //! inserted before the node), and a clip ratio shrinks every block's range.
 
 use super::{NodeFilter, QuantError};
-use rtq_ir::{Attr, DType, Graph, NodeId, ScaleFormat, Tensor, TensorData, ValueId};
+use rtq_ir::{int4_from_f64, Attr, DType, Graph, NodeId, ScaleFormat, Tensor, TensorData, ValueId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -226,8 +226,7 @@ pub fn quantize_int4_blocks(
             } else {
                 clip[b * n + nn]
             };
-            let s = format.round(amax * ratio / QMAX);
-            if s.is_finite() && s > 0.0 {
+            if let Some(s) = int4_block_scale(amax, ratio, format) {
                 scales[scale_at(b, nn)] = s;
             }
         }
@@ -236,10 +235,37 @@ pub fn quantize_int4_blocks(
     for kk in 0..k {
         for nn in 0..n {
             let s = scales[scale_at(kk / block, nn)];
-            q[at(kk, nn)] = (w[at(kk, nn)] / s).round_ties_even().clamp(-8.0, 7.0) as i8;
+            q[at(kk, nn)] = int4_from_f64(f64::from(w[at(kk, nn)] / s));
         }
     }
     (q, scales)
+}
+
+/// The scale of a block whose largest magnitude is `amax` with clip `ratio`:
+/// `amax * ratio / 7` made exact in `format`; `None` when that is not a positive finite
+/// value (an all-zero block, which then keeps the scale 1).
+pub fn int4_block_scale(amax: f32, ratio: f32, format: ScaleFormat) -> Option<f32> {
+    let s = format.round(amax * ratio / QMAX);
+    (s.is_finite() && s > 0.0).then_some(s)
+}
+
+/// The weight [`quantize_int4_blocks`] stored as `q` with `scales`, dequantized (same
+/// layout as the weight).
+pub fn dequantize_int4_blocks(q: &[i8], scales: &[f32], site: &Int4Site, block: usize) -> Vec<f32> {
+    let blocks = site.k.div_ceil(block);
+    q.iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let s = if site.transposed {
+                let (kk, nn) = (i % site.k, i / site.k);
+                scales[nn * blocks + kk / block]
+            } else {
+                let (kk, nn) = (i / site.n, i % site.n);
+                scales[(kk / block) * site.n + nn]
+            };
+            f32::from(v) * s
+        })
+        .collect()
 }
 
 /// Rewrites `graph` per `plan`: every site's weight becomes INT4 behind a blocked
@@ -343,20 +369,9 @@ pub fn scale_rows(w: &[f32], site: &Int4Site, s: &[f32]) -> Vec<f32> {
 
 /// `||w - deq(q)|| / ||w||` over the weight.
 fn relative_error(w: &[f32], q: &[i8], scales: &[f32], site: &Int4Site, block: usize) -> f64 {
-    let blocks = site.k.div_ceil(block);
     let (mut err, mut energy) = (0.0f64, 0.0f64);
-    for (i, (&x, &v)) in w.iter().zip(q).enumerate() {
-        let (kk, nn) = if site.transposed {
-            (i % site.k, i / site.k)
-        } else {
-            (i / site.n, i % site.n)
-        };
-        let s = if site.transposed {
-            scales[nn * blocks + kk / block]
-        } else {
-            scales[(kk / block) * site.n + nn]
-        };
-        err += ((x - v as f32 * s) as f64).powi(2);
+    for (&x, d) in w.iter().zip(dequantize_int4_blocks(q, scales, site, block)) {
+        err += ((x - d) as f64).powi(2);
         energy += (x as f64).powi(2);
     }
     if energy > 0.0 {

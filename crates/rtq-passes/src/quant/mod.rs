@@ -22,8 +22,9 @@ pub use error::QuantError;
 pub use filter::NodeFilter;
 pub use fp16::{convert_fp16, Fp16Options, Fp16Summary, BF16_OPSET, FP16_MAX, HALF_QDQ_OPSET};
 pub use int4::{
-    apply_int4, int4_activations, plan_int4, quantize_int4_blocks, scale_rows, Int4Layer,
-    Int4Options, Int4Plan, Int4Site, Int4Summary, Int4Tuning, INT4_BLOCK_SIZES, INT4_OPSET,
+    apply_int4, dequantize_int4_blocks, int4_activations, int4_block_scale, plan_int4,
+    quantize_int4_blocks, scale_rows, Int4Layer, Int4Options, Int4Plan, Int4Site, Int4Summary,
+    Int4Tuning, INT4_BLOCK_SIZES, INT4_OPSET,
 };
 pub use int8::{
     apply_int8, plan_int8, Int8Options, Int8Plan, Int8Summary, WeightQuant, FP8_QDQ_OPSET,
