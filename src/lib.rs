@@ -14,6 +14,7 @@ pub mod accuracy;
 pub mod awq;
 pub mod bias_correction;
 pub mod calibrate;
+pub mod calibrate_bodies;
 pub mod comparison;
 pub mod diagnose;
 pub mod inspect;

@@ -4,11 +4,12 @@
 
 use super::{Build, Flow, HalfType, Optimized, Stage};
 use crate::calibrate::{calibrate, CalibrationResult};
+use crate::calibrate_bodies::BodyCalibration;
 use anyhow::{bail, Context, Result};
 use rtq_calib::{AllMethodsCalibrator, CalibMethod, CalibrationCache, CalibrationSet};
 use rtq_emit::TensorRange;
 use rtq_ir::{DType, Graph, QuantGrid, QuantParams, ScaleFormat, ValueId};
-use rtq_passes::quant::{plan_int8, Int8Options, Int8Plan};
+use rtq_passes::quant::{holds_weighted_ops, plan_int8, Int8Options, Int8Plan};
 use std::collections::BTreeMap;
 
 /// Where a build's ranges come from.
@@ -48,6 +49,11 @@ pub struct Calibrated {
     pub result: Option<CalibrationResult>,
     /// What the INT8 transform will quantize (INT8 builds).
     pub plan: Option<Int8Plan>,
+    /// What was observed inside control-flow bodies holding weighted ops (quantized
+    /// builds calibrated on data).
+    pub bodies: Option<BodyCalibration>,
+    /// Nodes inside bodies the accuracy fallback keeps in float (by name).
+    pub body_reverted: Vec<String>,
 }
 
 /// Splits the files of a calibration set into (calibration, held-out) index lists.
@@ -70,6 +76,13 @@ pub fn split_files(
         calib.truncate(m);
     }
     (calib, (calib_end..total).collect())
+}
+
+/// Whether a control-flow body of `graph` (at any depth) holds a weighted op.
+fn bodies_hold_weighted_ops(graph: &Graph) -> bool {
+    graph
+        .nodes()
+        .any(|(_, n)| n.subgraphs().any(|(_, b)| holds_weighted_ops(b)))
 }
 
 /// Every float activation of `graph` (graph inputs and node outputs), in topological order.
@@ -142,6 +155,8 @@ impl Build<'_> {
                 method: RangeSource::Method(opts.first_method()),
                 result: None,
                 plan: None,
+                bodies: None,
+                body_reverted: Vec::new(),
             }));
         }
         if let (true, Some(set), Some(&first)) =
@@ -200,6 +215,21 @@ impl Build<'_> {
                 .map(|out| Flow::Stop(Box::new(out)));
         }
         self.files = files;
+        let bodies = match (&set, precision.is_quantized() && opts.calib_cache.is_none()) {
+            (Some(set), true) if bodies_hold_weighted_ops(graph) => {
+                let observed = BodyCalibration::observe(
+                    graph,
+                    set,
+                    &calib_files,
+                    opts.first_method(),
+                    &opts.calib,
+                )
+                .context("calibrating inside If/Loop/Scan bodies")?;
+                self.lap("calibrate-bodies");
+                Some(observed)
+            }
+            _ => None,
+        };
         Ok(Flow::Next(Calibrated {
             set,
             calib_files,
@@ -207,6 +237,8 @@ impl Build<'_> {
             method,
             result: Some(result),
             plan,
+            bodies,
+            body_reverted: Vec::new(),
         }))
     }
 

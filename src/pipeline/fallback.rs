@@ -14,6 +14,14 @@ use rtq_emit::AccuracyCheck;
 use rtq_ir::{Graph, NodeId};
 use rtq_passes::quant::{plan_int8, Int8Plan};
 
+/// What the fallback may revert: a quantized node of the top graph, or one inside a
+/// control-flow body (by name: the bodies are planned again on every build).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Candidate {
+    Top(NodeId),
+    Body(String),
+}
+
 impl Build<'_> {
     /// Reverts the fewest quantized nodes that bring the build to its target on
     /// calibration samples, then rebuilds and re-judges it on the held-out files.
@@ -27,17 +35,18 @@ impl Build<'_> {
             return Ok(transformed);
         }
         let graph = &transformed.reference.graph;
-        check.sensitivity = ranked
-            .iter()
-            .map(|&(node, error)| (graph.node(node).name.clone(), error))
-            .collect();
+        let name = |c: &Candidate| match c {
+            Candidate::Top(node) => graph.node(*node).name.clone(),
+            Candidate::Body(name) => name.clone(),
+        };
+        check.sensitivity = ranked.iter().map(|(c, error)| (name(c), *error)).collect();
         self.lap("sensitivity");
-        let ranked: Vec<NodeId> = ranked.into_iter().map(|(node, _)| node).collect();
+        let ranked: Vec<Candidate> = ranked.into_iter().map(|(c, _)| c).collect();
         let (mut passing, mut failing) = (ranked.len(), 0);
         while passing - failing > 1 {
             let k = (passing + failing) / 2;
-            let plan = self.plan_without(graph, &ranked[..k])?;
-            let margin = self.selection_margin(&transformed, &plan)?;
+            let (plan, bodies) = self.plan_without(graph, &ranked[..k])?;
+            let margin = self.selection_margin(&transformed, &plan, &bodies)?;
             check.fallback_trials.push((k, margin));
             if margin >= 0.0 {
                 passing = k;
@@ -46,17 +55,21 @@ impl Build<'_> {
             }
         }
         let reverted = &ranked[..passing];
-        let plan = self.plan_without(graph, reverted)?;
-        check.fallback = reverted
-            .iter()
-            .map(|&n| graph.node(n).name.clone())
-            .collect();
+        let (plan, body_reverted) = self.plan_without(graph, reverted)?;
+        check.fallback = reverted.iter().map(name).collect();
         let planned = transformed
             .calibrated
             .plan
             .as_ref()
             .map_or(0, |p| p.quantized_nodes.len());
-        check.quantized_nodes = (planned, plan.quantized_nodes.len());
+        let in_bodies = ranked
+            .iter()
+            .filter(|c| matches!(c, Candidate::Body(_)))
+            .count();
+        check.quantized_nodes = (
+            planned + in_bodies,
+            plan.quantized_nodes.len() + in_bodies - body_reverted.len(),
+        );
         self.lap("fallback");
         let Transformed {
             reference,
@@ -64,11 +77,13 @@ impl Build<'_> {
             ..
         } = transformed;
         calibrated.plan = Some(plan);
+        calibrated.body_reverted = body_reverted;
         self.rebuild(reference, calibrated)
     }
 
-    /// The plan's quantized nodes with their sensitivity, most sensitive first.
-    fn ranked_nodes(&self, transformed: &Transformed) -> Result<Vec<(NodeId, f64)>> {
+    /// The plan's quantized nodes, and those of the bodies, with their sensitivity,
+    /// most sensitive first.
+    fn ranked_nodes(&self, transformed: &Transformed) -> Result<Vec<(Candidate, f64)>> {
         let calibrated = &transformed.calibrated;
         let (Some(plan), Some(result)) = (&calibrated.plan, &calibrated.result) else {
             return Ok(Vec::new());
@@ -82,6 +97,7 @@ impl Build<'_> {
                 transformed,
                 &alone,
                 &result.ranges,
+                None,
                 &format!("node `{}` alone", graph.node(node).name),
             )?;
             let noisiest = alone
@@ -89,35 +105,94 @@ impl Build<'_> {
                 .iter()
                 .filter_map(|v| noise.get(v))
                 .fold(0.0, |a: f64, &b| a.max(b));
-            ranked.push((error_against_fp32(&report), noisiest, node));
+            ranked.push((error_against_fp32(&report), noisiest, Candidate::Top(node)));
+        }
+        // A body node alone: nothing quantized outside the bodies, every other body
+        // node in float.
+        let in_bodies = self.body_nodes(transformed)?;
+        let nothing = Int8Plan {
+            scale_format: plan.scale_format,
+            grid: plan.grid,
+            ..Default::default()
+        };
+        for node in &in_bodies {
+            let others: Vec<String> = in_bodies.iter().filter(|n| *n != node).cloned().collect();
+            let report = self.judge_on_calibration(
+                transformed,
+                &nothing,
+                &result.ranges,
+                Some(&others),
+                &format!("node `{node}` alone"),
+            )?;
+            ranked.push((
+                error_against_fp32(&report),
+                0.0,
+                Candidate::Body(node.clone()),
+            ));
         }
         ranked.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
                 .then(b.1.total_cmp(&a.1))
                 .then(a.2.cmp(&b.2))
         });
-        Ok(ranked.into_iter().map(|(e, _, node)| (node, e)).collect())
+        Ok(ranked.into_iter().map(|(e, _, c)| (c, e)).collect())
     }
 
-    /// The INT8 plan with `reverted` nodes kept in high precision.
-    fn plan_without(&self, graph: &Graph, reverted: &[NodeId]) -> Result<Int8Plan> {
+    /// The nodes the build quantizes inside control-flow bodies, by name.
+    fn body_nodes(&self, transformed: &Transformed) -> Result<Vec<String>> {
+        let calibrated = &transformed.calibrated;
+        let Some(ranges) = self.body_ranges(calibrated)? else {
+            return Ok(Vec::new());
+        };
+        let mut graph = transformed.reference.graph.clone();
+        let summary = rtq_passes::quant::apply_int8_in_bodies(
+            &mut graph,
+            &ranges,
+            &self.body_options(&calibrated.body_reverted),
+        )?;
+        Ok(summary
+            .bodies
+            .into_iter()
+            .flat_map(|b| b.quantized_nodes)
+            .collect())
+    }
+
+    /// The INT8 plan with the `reverted` top-graph nodes kept in high precision, and
+    /// the body nodes to keep in float.
+    fn plan_without(
+        &self,
+        graph: &Graph,
+        reverted: &[Candidate],
+    ) -> Result<(Int8Plan, Vec<String>)> {
         let mut options = self.int8_options();
-        options
-            .exclude
-            .names
-            .extend(reverted.iter().map(|&n| graph.node(n).name.clone()));
-        plan_int8(graph, &options).context("planning INT8 quantization with fallback")
+        let mut bodies = Vec::new();
+        for c in reverted {
+            match c {
+                Candidate::Top(n) => options.exclude.names.push(graph.node(*n).name.clone()),
+                Candidate::Body(name) => bodies.push(name.clone()),
+            }
+        }
+        let plan =
+            plan_int8(graph, &options).context("planning INT8 quantization with fallback")?;
+        Ok((plan, bodies))
     }
 
-    /// How far the model quantized per `plan` is from the target on calibration samples.
-    fn selection_margin(&self, transformed: &Transformed, plan: &Int8Plan) -> Result<f64> {
+    /// How far the model quantized per `plan` (and in the bodies, but for `bodies`)
+    /// is from the target on calibration samples.
+    fn selection_margin(
+        &self,
+        transformed: &Transformed,
+        plan: &Int8Plan,
+        bodies: &[String],
+    ) -> Result<f64> {
         let ranges = &transformed
             .calibrated
             .result
             .as_ref()
             .expect("an INT8 build has ranges")
             .ranges;
-        let report = self.judge_on_calibration(transformed, plan, ranges, "fallback")?;
+        let report =
+            self.judge_on_calibration(transformed, plan, ranges, Some(bodies), "fallback")?;
         Ok(self.opts.accuracy_target.margin(&report))
     }
 }

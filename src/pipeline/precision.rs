@@ -9,10 +9,14 @@ use rtq_calib::RangeStats;
 use rtq_emit::QuantSummary;
 use rtq_ir::{DType, Graph, NodeId, ValueId};
 use rtq_passes::quant::{
-    plan_int4, Fp16Options, Fp16Pass, Int4Options, Int4Plan, Int4Tuning, Int4WeightsPass,
-    Int8QdqPass, INT8_WEIGHTED_OPS,
+    plan_int4, BodiesSummary, BodyRanges, Fp16Options, Fp16Pass, Int4Options, Int4Plan, Int4Tuning,
+    Int4WeightsPass, Int8BodiesPass, Int8QdqPass, INT8_WEIGHTED_OPS,
 };
 use std::collections::HashMap;
+
+/// The warning about weighted ops left in float inside bodies, after the counts.
+const BODIES_KEPT_IN_FLOAT: &str =
+    "Conv/ConvTranspose/Gemm/MatMul node(s) inside If/Loop/Scan bodies are kept in float";
 
 /// At most this many calibration files feed the AWQ search.
 const AWQ_FILES: usize = 16;
@@ -56,8 +60,18 @@ impl Build<'_> {
         let mut int4 = int4_plan
             .as_ref()
             .map(|plan| Int4WeightsPass::new(plan, self.int4_options(), &int4_tuning));
+        let body_ranges = match int8 {
+            Some(_) => self.body_ranges(&calibrated)?,
+            None => None,
+        };
+        let mut bodies_pass = body_ranges.as_ref().map(|ranges| {
+            Int8BodiesPass::new(ranges, self.body_options(&calibrated.body_reverted))
+        });
         let mut passes: Vec<Box<dyn Pass + '_>> = Vec::new();
         if let Some(pass) = int8.as_mut() {
+            passes.push(Box::new(pass));
+        }
+        if let Some(pass) = bodies_pass.as_mut() {
             passes.push(Box::new(pass));
         }
         if let Some(pass) = int4.as_mut() {
@@ -73,13 +87,20 @@ impl Build<'_> {
         let last_ran = stats.stopped_after.clone();
         if let (Some(pass), Some(result)) = (int8.as_ref(), calibrated.result.as_ref()) {
             let summary = pass.summary().expect("the INT8 pass runs first");
+            let bodies: Option<BodiesSummary> = bodies_pass
+                .as_ref()
+                .and_then(Int8BodiesPass::summary)
+                .cloned();
+            let in_bodies = |f: fn(&rtq_passes::quant::BodyQuantSummary) -> usize| {
+                bodies.as_ref().map_or(0, |b| b.bodies.iter().map(f).sum())
+            };
             self.report.quantization = Some(QuantSummary {
                 grid: precision.grid().unwrap_or_default().name().to_string(),
                 method: calibrated.method.name().to_string(),
                 samples: result.samples,
-                quantized_nodes: summary.quantized_nodes,
-                activation_qdq: summary.activation_qdq,
-                weight_qdq: summary.weight_qdq,
+                quantized_nodes: summary.quantized_nodes + in_bodies(|b| b.quantized_nodes.len()),
+                activation_qdq: summary.activation_qdq + in_bodies(|b| b.activation_qdq),
+                weight_qdq: summary.weight_qdq + in_bodies(|b| b.weight_qdq),
                 int8_mac_share: calibrated
                     .plan
                     .as_ref()
@@ -88,12 +109,26 @@ impl Build<'_> {
             });
             self.report.precision = precision.grid().unwrap_or_default().name().into();
             let in_bodies = weighted_ops_in_bodies(&optimized.graph);
-            if in_bodies > 0 {
+            let quantized = bodies.as_ref().map_or(0, |b| b.quantized_nodes());
+            if in_bodies > quantized {
+                let why = bodies
+                    .as_ref()
+                    .and_then(|b| b.bodies.iter().flat_map(|b| &b.skipped).next())
+                    .map_or(
+                        "no calibration data reached them".to_string(),
+                        |(node, why)| format!("e.g. `{node}`: {why}"),
+                    );
+                // A rebuild (method search, fallback) says it again, up to date.
+                self.report
+                    .warnings
+                    .retain(|w| !w.contains(BODIES_KEPT_IN_FLOAT));
                 self.report.warnings.push(format!(
-                    "{in_bodies} Conv/ConvTranspose/Gemm/MatMul node(s) are inside If/Loop/Scan \
-                     bodies, which rtq keeps in float ({} node(s) quantized outside them)",
-                    summary.quantized_nodes
+                    "{} of the {in_bodies} {BODIES_KEPT_IN_FLOAT} ({why})",
+                    in_bodies - quantized
                 ));
+            }
+            if let Some(bodies) = bodies {
+                self.report.passes["qdq_in_bodies"] = serde_json::to_value(bodies)?;
             }
         }
         if let Some(summary) = int4.as_ref().and_then(Int4WeightsPass::summary) {
@@ -130,6 +165,31 @@ impl Build<'_> {
             graph,
             calibrated,
         }))
+    }
+
+    /// The ranges observed inside control-flow bodies, as the build's method picks
+    /// them (its first method where ranges were chosen per tensor); `None` when no
+    /// body holding a weighted op ran on the calibration data.
+    pub(super) fn body_ranges(
+        &self,
+        calibrated: &Calibrated,
+    ) -> Result<Option<std::sync::Arc<BodyRanges>>> {
+        let Some(bodies) = calibrated.bodies.as_ref().filter(|b| !b.is_empty()) else {
+            return Ok(None);
+        };
+        let method = match calibrated.method {
+            super::calibration::RangeSource::Method(method) => method,
+            _ => self.opts.first_method(),
+        };
+        Ok(Some(bodies.ranges(method)?))
+    }
+
+    /// The Q/DQ options inside bodies: the build's, with `reverted` body nodes kept in
+    /// float.
+    pub(super) fn body_options(&self, reverted: &[String]) -> rtq_passes::quant::Int8Options {
+        let mut options = self.int8_options();
+        options.exclude.names.extend(reverted.iter().cloned());
+        options
     }
 
     /// The INT4 weight-only transform's options: the CLI's block size and exclusions,

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use rtq_calib::CalibMethod;
 use rtq_emit::{AccuracyCheck, AccuracyReport, MethodTrial};
 use rtq_ir::ValueId;
-use rtq_passes::quant::{Int8Plan, Int8QdqPass};
+use rtq_passes::quant::{Int8BodiesPass, Int8Plan, Int8QdqPass};
 use rtq_passes::{InferShapes, Pass};
 use std::collections::{BTreeMap, HashMap};
 
@@ -141,8 +141,13 @@ impl Build<'_> {
                 .filter(|m| *m != calibrated.method),
         );
         for method in order {
-            let report =
-                self.judge_on_calibration(transformed, plan, &candidates[&method], method.name())?;
+            let report = self.judge_on_calibration(
+                transformed,
+                plan,
+                &candidates[&method],
+                None,
+                method.name(),
+            )?;
             let trial = trial(method, &report, target.margin(&report));
             if trial.margin > best.1 {
                 best = (method, trial.margin);
@@ -200,6 +205,7 @@ impl Build<'_> {
         transformed: &Transformed,
         plan: &Int8Plan,
         ranges: &HashMap<ValueId, f32>,
+        bodies: Option<&[String]>,
         what: &str,
     ) -> Result<AccuracyReport> {
         let calibrated = &transformed.calibrated;
@@ -214,6 +220,11 @@ impl Build<'_> {
             .run(&mut graph)
             .and_then(|_| InferShapes.run(&mut graph))
             .with_context(|| format!("quantizing with the {what} ranges"))?;
+        if let (Some(reverted), Some(body_ranges)) = (bodies, self.body_ranges(calibrated)?) {
+            Int8BodiesPass::new(&body_ranges, self.body_options(reverted))
+                .run(&mut graph)
+                .with_context(|| format!("quantizing the bodies with the {what} ranges"))?;
+        }
         let outputs = self.selection_outputs(transformed)?;
         debug_assert_eq!(outputs.files(), files);
         outputs.compare(&graph, set, what)

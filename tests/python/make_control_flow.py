@@ -9,7 +9,9 @@ output and an outer weight, then a Conv), `loop` (a Conv, then a Loop of 3 itera
 carrying a feature map through a Conv-like MatMul on an outer weight, with a scan
 output, then a Gemm head), `scan` (an RNN written as a Scan over the time axis of a
 [1, T, 8] sequence, T = 6-12 per sample, reading outer weights), `nested` (an If whose
-then-branch holds a Loop that reads a value two scopes out).
+then-branch holds a Loop that reads a value two scopes out), `weighted` (the weighted
+ops inside the bodies: an If whose then-branch runs a Loop of two Conv + Relu steps and
+whose else-branch a Conv + Sigmoid, all on outer weights, between two outer Convs).
 """
 import argparse
 import os
@@ -121,16 +123,43 @@ def model_nested(rng):
     return nodes + n2, inits + i2, [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])], [helper.make_tensor_value_info("y", F, [1, 4, 8, 8])]
 
 
+def model_weighted(rng):
+    nodes, inits = conv(rng, "conv1", "x", 3, 8, "c1")
+    inits.append(init("zero", np.array(0.0, np.float32)))
+    inits.append(init("two", np.array(2, np.int64)))
+    nodes.append(helper.make_node("ReduceMean", ["c1"], ["mean"], name="mean", keepdims=0))
+    nodes.append(helper.make_node("Greater", ["mean", "zero"], ["cond"], name="positive"))
+    step, step_inits = conv(rng, "step_conv", "v_in", 8, 8, "v_conv")
+    loop_body = helper.make_graph(
+        step + [helper.make_node("Relu", ["v_conv"], ["v_out"], name="step_relu"),
+                helper.make_node("Identity", ["c_in"], ["c_out"], name="step_cond")],
+        "step", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("v_in", F, None)],
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), helper.make_tensor_value_info("v_out", F, None)])
+    then = helper.make_graph(
+        [helper.make_node("Loop", ["two", "", "c1"], ["looped"], name="steps", body=loop_body)],
+        "then", [], [helper.make_tensor_value_info("looped", F, None)])
+    other_conv, other_inits = conv(rng, "else_conv", "c1", 8, 8, "e1")
+    other = helper.make_graph(other_conv + [helper.make_node("Sigmoid", ["e1"], ["gated"], name="else_sigmoid")],
+                              "else", [], [helper.make_tensor_value_info("gated", F, None)])
+    nodes.append(helper.make_node("If", ["cond"], ["branched"], name="branch", then_branch=then, else_branch=other))
+    n2, i2 = conv(rng, "conv2", "branched", 8, 4, "y")
+    return nodes + n2, inits + step_inits + other_inits + i2, [helper.make_tensor_value_info("x", F, [1, 3, 8, 8])], [
+        helper.make_tensor_value_info("y", F, [1, 4, 8, 8])]
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["if", "loop", "scan", "nested"])
+    p.add_argument("kind", choices=["if", "loop", "scan", "nested", "weighted"])
     p.add_argument("model")
     p.add_argument("calib")
     p.add_argument("n", type=int)
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     rng = np.random.default_rng(a.seed)
-    nodes, inits, inputs, outputs = {"if": model_if, "loop": model_loop, "scan": model_scan, "nested": model_nested}[a.kind](rng)
+    nodes, inits, inputs, outputs = {"if": model_if, "loop": model_loop, "scan": model_scan, "nested": model_nested,
+                                     "weighted": model_weighted}[a.kind](rng)
     g = helper.make_graph(nodes, a.kind, inputs, outputs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8

@@ -3,6 +3,7 @@
 
 use crate::float::f32_view;
 use crate::memo::Memo;
+use crate::nested::Nested;
 use crate::ExecError;
 use rtq_ir::{Attr, DType, Node, Tensor};
 use std::borrow::Cow;
@@ -13,6 +14,7 @@ pub(crate) struct OpCtx<'a> {
     pub node: &'a Node,
     inputs: &'a [Option<&'a Tensor>],
     memo: Option<&'a Memo>,
+    nested: Option<&'a Nested<'a>>,
 }
 
 impl<'a> OpCtx<'a> {
@@ -22,7 +24,19 @@ impl<'a> OpCtx<'a> {
             node,
             inputs,
             memo: None,
+            nested: None,
         }
+    }
+
+    /// The same context inside a nested observation ([`crate::Plan::run_observed_nested`]):
+    /// control-flow kernels run their bodies observed.
+    pub fn with_nested(self, nested: Option<&'a Nested<'a>>) -> OpCtx<'a> {
+        OpCtx { nested, ..self }
+    }
+
+    /// The nested observation this evaluation is part of, if any.
+    pub fn nested(&self) -> Option<&'a Nested<'a>> {
+        self.nested
     }
 
     /// The same context with the plan's memo for this node (see [`Memo`]).

@@ -32,6 +32,7 @@ mod int4;
 mod lower;
 mod math;
 mod memo;
+mod nested;
 mod ops;
 mod par;
 mod plan;
@@ -41,6 +42,7 @@ mod strided;
 
 pub use error::ExecError;
 pub use lower::lower_to_integer;
+pub use nested::{BodyScope, NestedObserver};
 pub use ops::integer::INTEGER_DOMAIN;
 pub use plan::{Observer, Plan};
 pub use registry::{eval_node, supported_ops, supports, supports_node};

@@ -2,9 +2,11 @@
 
 use crate::feeds::InputDecl;
 use crate::memo::Memo;
+use crate::nested::{BodyScope, Nested, NestedObserver};
 use crate::registry::{kernel_for, qualified_op, run_kernel, Kernel};
 use crate::ExecError;
 use rtq_ir::{Graph, Node, Tensor, ValueId};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -60,6 +62,35 @@ pub struct Plan {
 
 /// Receives every fed input and computed value of a run ([`Plan::run_observed`]).
 pub type Observer<'a> = dyn FnMut(ValueId, &Arc<Tensor>) + 'a;
+
+/// Where a run reports its values.
+enum Sink<'r, 'o, 'f> {
+    None,
+    Flat(&'r mut Observer<'f>),
+    Nested(&'r Nested<'o>),
+}
+
+impl<'o> Sink<'_, 'o, '_> {
+    fn is_some(&self) -> bool {
+        !matches!(self, Sink::None)
+    }
+
+    fn observe(&mut self, value: ValueId, tensor: &Arc<Tensor>) {
+        match self {
+            Sink::None => {}
+            Sink::Flat(observe) => observe(value, tensor),
+            Sink::Nested(nested) => nested.observe(value, tensor),
+        }
+    }
+
+    /// The nested observation the kernels pass on to the bodies they run.
+    fn nested(&self) -> Option<&Nested<'o>> {
+        match self {
+            Sink::Nested(nested) => Some(nested),
+            _ => None,
+        }
+    }
+}
 
 /// A value held during a run: borrowed (feeds, constants) or computed (shared with
 /// any observer that kept it).
@@ -237,7 +268,7 @@ impl Plan {
     /// being injected into the pool and waited for from outside, which costs two
     /// thread switches per loop.
     pub fn run(&self, feeds: &[(String, Tensor)]) -> Result<Vec<Tensor>, ExecError> {
-        rayon::scope(|_| self.execute(feeds, None))
+        rayon::scope(|_| self.execute(feeds, Sink::None))
     }
 
     /// Same as [`Plan::run`], calling `observe(value_id, &tensor)` for every fed input
@@ -253,13 +284,42 @@ impl Plan {
         feeds: &[(String, Tensor)],
         observe: &mut Observer<'_>,
     ) -> Result<Vec<Tensor>, ExecError> {
-        self.execute(feeds, Some(observe))
+        self.execute(feeds, Sink::Flat(observe))
+    }
+
+    /// Same as [`Plan::run_observed`], and also reports the values computed inside
+    /// the control-flow bodies the run enters (at any depth), each with the scopes it
+    /// was computed in ([`BodyScope`]: empty for this graph's own values). A body run
+    /// once per loop iteration reports its values once per iteration.
+    pub fn run_observed_nested(
+        &self,
+        feeds: &[(String, Tensor)],
+        observe: &mut NestedObserver<'_>,
+    ) -> Result<Vec<Tensor>, ExecError> {
+        let cell = RefCell::new(observe);
+        let observer = |scopes: &[BodyScope], value: ValueId, tensor: &Arc<Tensor>| {
+            (cell.borrow_mut())(scopes, value, tensor)
+        };
+        let nested = Nested {
+            scopes: Vec::new(),
+            observer: &observer,
+        };
+        self.execute(feeds, Sink::Nested(&nested))
+    }
+
+    /// Runs a control-flow body of the graph `nested` observes, observed as that body.
+    pub(crate) fn run_nested(
+        &self,
+        feeds: &[(String, Tensor)],
+        nested: &Nested<'_>,
+    ) -> Result<Vec<Tensor>, ExecError> {
+        self.execute(feeds, Sink::Nested(nested))
     }
 
     fn execute(
         &self,
         feeds: &[(String, Tensor)],
-        mut observe: Option<&mut Observer<'_>>,
+        mut observe: Sink<'_, '_, '_>,
     ) -> Result<Vec<Tensor>, ExecError> {
         let mut slots: Vec<Option<Held<'_>>> = Vec::with_capacity(self.slot_values.len());
         slots.resize_with(self.slot_values.len(), || None);
@@ -282,13 +342,11 @@ impl Plan {
                     });
                 }
                 let memo = step.memo_ok.then_some(&step.memo);
-                run_kernel(step.kernel, &step.node, &ins, memo)?
+                run_kernel(step.kernel, &step.node, &ins, memo, observe.nested())?
             };
             for (&slot, t) in step.outputs.iter().zip(outs) {
                 let t = Arc::new(t);
-                if let Some(observe) = observe.as_mut() {
-                    observe(self.slot_values[slot], &t);
-                }
+                observe.observe(self.slot_values[slot], &t);
                 if !self.dead_slots[slot] {
                     slots[slot] = Some(Held::Owned(t));
                 }
@@ -330,7 +388,7 @@ impl Plan {
         &'a self,
         feeds: &'a [(String, Tensor)],
         slots: &mut [Option<Held<'a>>],
-        observe: &mut Option<&mut Observer<'_>>,
+        observe: &mut Sink<'_, '_, '_>,
     ) -> Result<(), ExecError> {
         let mut fed: Vec<Option<&Tensor>> = vec![None; self.inputs.len()];
         for (name, t) in feeds {
@@ -351,8 +409,8 @@ impl Plan {
             let t = match (t, &input.default) {
                 (Some(t), _) => {
                     input.decl.check(t)?;
-                    if let Some(observe) = observe.as_mut() {
-                        observe(input.id, &Arc::new(t.clone()));
+                    if observe.is_some() {
+                        observe.observe(input.id, &Arc::new(t.clone()));
                     }
                     t
                 }

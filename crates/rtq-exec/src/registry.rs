@@ -3,6 +3,7 @@
 
 use crate::ctx::OpCtx;
 use crate::memo::Memo;
+use crate::nested::Nested;
 use crate::{ops, ExecError};
 use rtq_ir::{Node, Tensor};
 use std::collections::HashMap;
@@ -77,8 +78,9 @@ pub(crate) fn run_kernel(
     node: &Node,
     inputs: &[Option<&Tensor>],
     memo: Option<&Memo>,
+    nested: Option<&Nested<'_>>,
 ) -> Result<Vec<Tensor>, ExecError> {
-    let ctx = OpCtx::new(node, inputs).with_memo(memo);
+    let ctx = OpCtx::new(node, inputs).with_memo(memo).with_nested(nested);
     let mut outputs = kernel(&ctx)?;
     let wanted = node.outputs.len();
     if wanted > 0 {
@@ -101,7 +103,7 @@ pub fn eval_node(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>,
         node: node.name.clone(),
         op: qualified_op(node),
     })?;
-    run_kernel(kernel, node, inputs, None)
+    run_kernel(kernel, node, inputs, None, None)
 }
 
 #[cfg(test)]

@@ -413,3 +413,124 @@ fn constant_weights_are_prepared_once_and_fed_weights_every_run() {
     let want: Vec<f32> = first[0].to_f32_vec().iter().map(|v| v * 2.0).collect();
     assert_eq!(twice[0].to_f32_vec(), want);
 }
+
+/// `out = If(c) { Relu(x) } else { If(c2) { Neg(x) } else { Abs(x) } }`, bodies reading
+/// the outer `x` (and `c2`) as captures.
+fn nested_ifs() -> Graph {
+    use rtq_ir::Subgraph;
+    use std::sync::Arc;
+    let unary = |op: &str| {
+        let mut b = Graph::new(op, 13);
+        let x = b.add_input("x", DType::F32, vec![Dim::Known(4)]);
+        let y = b.add_value(&format!("{op}_out"), None, None);
+        b.add_node(op, op, vec![Some(x)], vec![y], BTreeMap::new());
+        b.outputs.push(y);
+        b.captures = 1;
+        Subgraph(Arc::new(b))
+    };
+    let mut inner = Graph::new("inner", 13);
+    let x = inner.add_input("x", DType::F32, vec![Dim::Known(4)]);
+    let c2 = inner.add_input("c2", DType::Bool, vec![]);
+    let y = inner.add_value("inner_out", Some(DType::F32), None);
+    inner.add_node(
+        "if2",
+        "If",
+        vec![Some(c2), Some(x)],
+        vec![y],
+        attrs(&[
+            ("then_branch", Attr::Graph(unary("Neg"))),
+            ("else_branch", Attr::Graph(unary("Abs"))),
+        ]),
+    );
+    inner.outputs.push(y);
+    inner.captures = 2;
+    let relu = {
+        // Same captures as the else branch (x, c2), reading only x.
+        let mut b = Graph::new("relu", 13);
+        let x = b.add_input("x", DType::F32, vec![Dim::Known(4)]);
+        b.add_input("c2", DType::Bool, vec![]);
+        let y = b.add_value("relu_out", None, None);
+        b.add_node("relu", "Relu", vec![Some(x)], vec![y], BTreeMap::new());
+        b.outputs.push(y);
+        b.captures = 2;
+        Subgraph(Arc::new(b))
+    };
+    let mut g = Graph::new("g", 13);
+    let x = g.add_input("x", DType::F32, vec![Dim::Known(4)]);
+    let c = g.add_input("c", DType::Bool, vec![]);
+    let c2 = g.add_input("c2", DType::Bool, vec![]);
+    let out = g.add_value("out", Some(DType::F32), None);
+    g.add_node(
+        "if1",
+        "If",
+        vec![Some(c), Some(x), Some(c2)],
+        vec![out],
+        attrs(&[
+            ("then_branch", Attr::Graph(relu)),
+            ("else_branch", Attr::Graph(Subgraph(Arc::new(inner)))),
+        ]),
+    );
+    g.outputs.push(out);
+    g
+}
+
+#[test]
+fn nested_observation_reports_body_values_with_their_scopes() {
+    let g = nested_ifs();
+    let plan = Plan::new(&g).unwrap();
+    let flag = |v: bool| Tensor::new(vec![], TensorData::Bool(vec![v])).unwrap();
+    let x = Tensor::from_f32(vec![4], vec![-2.0, -1.0, 1.0, 2.0]);
+    let feeds = |c: bool, c2: bool| {
+        vec![
+            ("x".to_string(), x.clone()),
+            ("c".to_string(), flag(c)),
+            ("c2".to_string(), flag(c2)),
+        ]
+    };
+    let mut seen: Vec<(Vec<String>, usize, Vec<f32>)> = Vec::new();
+    let out = plan
+        .run_observed_nested(&feeds(false, true), &mut |scopes, v, t| {
+            let path = scopes
+                .iter()
+                .map(|s| format!("{}.{}", s.node, s.attr))
+                .collect();
+            let values = if t.dtype() == DType::F32 {
+                t.to_f32_vec()
+            } else {
+                Vec::new()
+            };
+            seen.push((path, v.index(), values));
+        })
+        .unwrap();
+    assert_eq!(out[0].to_f32_vec(), vec![2.0, 1.0, -1.0, -2.0]);
+    let paths: Vec<Vec<String>> = seen.iter().map(|(p, _, _)| p.clone()).collect();
+    // Top-level feeds, the outer If's else body (its two captured feeds), the inner
+    // If's then body (its feed, then Neg's output), then each If's output on the way out.
+    let top: Vec<String> = Vec::new();
+    let else1 = vec!["if1.else_branch".to_string()];
+    let then2 = vec!["if1.else_branch".to_string(), "if2.then_branch".to_string()];
+    assert_eq!(
+        paths,
+        vec![
+            top.clone(),
+            top.clone(),
+            top.clone(),
+            else1.clone(),
+            else1.clone(),
+            then2.clone(),
+            then2.clone(),
+            else1,
+            top
+        ]
+    );
+    assert_eq!(seen[6].2, vec![2.0, 1.0, -1.0, -2.0], "Neg's output");
+    // The flat observer sees the top graph only, and a plain run is unchanged.
+    let mut flat = 0;
+    plan.run_observed(&feeds(false, true), &mut |_, _| flat += 1)
+        .unwrap();
+    assert_eq!(flat, 4);
+    assert_eq!(
+        plan.run(&feeds(true, true)).unwrap()[0].to_f32_vec(),
+        vec![0.0, 0.0, 1.0, 2.0]
+    );
+}

@@ -38,17 +38,23 @@ fn body_plans<'a>(ctx: &OpCtx<'a>) -> Derived<'a, BodyPlans> {
 struct Body<'a, 'p> {
     graph: &'a Subgraph,
     plan: &'p Plan,
+    /// The attribute holding it.
+    attr: &'p str,
 }
 
 impl<'a, 'p> Body<'a, 'p> {
-    fn new(ctx: &OpCtx<'a>, plans: &'p BodyPlans, attr: &str) -> Result<Body<'a, 'p>, ExecError> {
+    fn new(
+        ctx: &OpCtx<'a>,
+        plans: &'p BodyPlans,
+        attr: &'p str,
+    ) -> Result<Body<'a, 'p>, ExecError> {
         let graph = body(ctx, attr)?;
         let plan = match plans.0.get(attr) {
             Some(Ok(plan)) => plan,
             Some(Err(e)) => return Err(ctx.err(format!("`{attr}` body: {e}"))),
             None => return Err(ctx.err(format!("has no `{attr}` body"))),
         };
-        Ok(Body { graph, plan })
+        Ok(Body { graph, plan, attr })
     }
 
     /// Inputs the op defines (before the captures).
@@ -81,9 +87,13 @@ impl<'a, 'p> Body<'a, 'p> {
             let tensor = tensor.ok_or_else(|| ctx.err(format!("captured `{name}` is missing")))?;
             feeds.push((name, tensor));
         }
-        self.plan
-            .run(&feeds)
-            .map_err(|e| ctx.err(format!("body `{}`: {e}", self.graph.name)))
+        let ran = match ctx.nested() {
+            Some(nested) => self
+                .plan
+                .run_nested(&feeds, &nested.enter(&ctx.node.name, self.attr)),
+            None => self.plan.run(&feeds),
+        };
+        ran.map_err(|e| ctx.err(format!("body `{}`: {e}", self.graph.name)))
     }
 }
 

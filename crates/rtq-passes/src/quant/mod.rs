@@ -3,6 +3,7 @@
 //! include/exclude filters, run as passes ([`Int8QdqPass`], [`Fp16Pass`]); rtq makes every precision decision in the graph itself.
 
 mod bias;
+mod bodies;
 mod equalize;
 mod error;
 mod filter;
@@ -14,6 +15,10 @@ mod placement;
 mod weights;
 
 pub use bias::{apply_bias_shifts, bias_site, BiasSite};
+pub use bodies::{
+    apply_int8_in_bodies, body_at, body_label, holds_weighted_ops, BodiesSummary, BodyPath,
+    BodyQuantSummary, BodyRanges,
+};
 pub use equalize::{
     apply_equalization, plan_equalization, EqualizeOptions, EqualizeSite, EqualizeSummary,
     EqualizedTensor,
@@ -29,7 +34,9 @@ pub use int4::{
 pub use int8::{
     apply_int8, plan_int8, Int8Options, Int8Plan, Int8Summary, WeightQuant, FP8_QDQ_OPSET,
 };
-pub use passes::{EqualizePass, Fp16Pass, Int4WeightsPass, Int8QdqPass, PRECISION_PASS_NAMES};
+pub use passes::{
+    EqualizePass, Fp16Pass, Int4WeightsPass, Int8BodiesPass, Int8QdqPass, PRECISION_PASS_NAMES,
+};
 pub use placement::{INT8_ATTENTION_MAX_KEYS, INT8_WEIGHTED_OPS};
 pub use rtq_ir::ScaleFormat;
 pub use weights::{quantize_per_channel, quantize_symmetric, quantize_weights};

@@ -4,9 +4,9 @@
 //! nothing) and keeps the transform's summary for the report.
 
 use super::{
-    apply_equalization, apply_int4, apply_int8, convert_fp16, EqualizeOptions, EqualizeSite,
-    EqualizeSummary, Fp16Options, Fp16Summary, Int4Options, Int4Plan, Int4Summary, Int4Tuning,
-    Int8Plan, Int8Summary,
+    apply_equalization, apply_int4, apply_int8, apply_int8_in_bodies, convert_fp16, BodiesSummary,
+    BodyRanges, EqualizeOptions, EqualizeSite, EqualizeSummary, Fp16Options, Fp16Summary,
+    Int4Options, Int4Plan, Int4Summary, Int4Tuning, Int8Options, Int8Plan, Int8Summary,
 };
 use crate::{Pass, PassError};
 use rtq_ir::{Graph, NodeId, QuantGrid, ValueId};
@@ -54,6 +54,47 @@ impl Pass for Int8QdqPass<'_> {
         let (plan, ranges) = (self.plan, self.ranges);
         let name = self.name();
         run_once(&mut self.summary, name, || apply_int8(graph, plan, ranges))
+    }
+}
+
+/// Inserts Q/DQ inside control-flow bodies ([`apply_int8_in_bodies`]) with the ranges
+/// observed inside them.
+#[derive(Debug)]
+pub struct Int8BodiesPass<'a> {
+    ranges: &'a BodyRanges,
+    options: Int8Options,
+    summary: Option<BodiesSummary>,
+}
+
+impl<'a> Int8BodiesPass<'a> {
+    /// Name of the pass.
+    pub const NAME: &'static str = "qdq-in-bodies";
+
+    /// The pass with each body's ranges and the top graph's options.
+    pub fn new(ranges: &'a BodyRanges, options: Int8Options) -> Int8BodiesPass<'a> {
+        Int8BodiesPass {
+            ranges,
+            options,
+            summary: None,
+        }
+    }
+
+    /// What the transform did, once the pass has run.
+    pub fn summary(&self) -> Option<&BodiesSummary> {
+        self.summary.as_ref()
+    }
+}
+
+impl Pass for Int8BodiesPass<'_> {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn run(&mut self, graph: &mut Graph) -> Result<bool, PassError> {
+        let (ranges, options) = (self.ranges, &self.options);
+        run_once(&mut self.summary, Self::NAME, || {
+            apply_int8_in_bodies(graph, ranges, options)
+        })
     }
 }
 
@@ -209,6 +250,7 @@ pub const PRECISION_PASS_NAMES: &[&str] = &[
     EqualizePass::NAME,
     Int8QdqPass::NAME,
     Int8QdqPass::FP8_NAME,
+    Int8BodiesPass::NAME,
     Int4WeightsPass::NAME,
     Fp16Pass::NAME,
 ];
