@@ -8,7 +8,7 @@ The model is a random image network: convolutions (dense, depthwise, 1x1, 3x3, w
 without BatchNormalization), activations, residual Adds, Concats, pooling,
 squeeze-and-excitation gates, nearest upsampling, an attention block over the spatial
 positions (LayerNormalization, MatMuls of two activations, Softmax), If and Loop nodes
-whose bodies read outer tensors, sometimes a
+whose bodies read outer tensors and hold 1x1 Convs (quantized inside them), sometimes a
 dynamic batch dimension, and a classifier head or a feature-map output. The same seed
 writes the same files. The model passes onnx.checker's full check and runs in
 onnxruntime before it is written; prints a one-line description.
@@ -126,21 +126,22 @@ def build(seed):
         elif step == "if":
             # Branches read the outer tensor (and an outer weight) by name.
             cond = net.node("Greater", [net.node("ReduceMean", [t], keepdims=0), net.const("zero", np.array(0, np.float32))])
-            gain = net.const("gain", (1 + 0.3 * rng.standard_normal((1, tc, 1, 1))).astype(np.float32))
+            # The then-branch's 1x1 Conv is quantized inside the body.
+            w_then = net.const("w_then", (rng.standard_normal((tc, tc, 1, 1)) / np.sqrt(tc)).astype(np.float32))
             out_t, out_e = net.fresh("then_out"), net.fresh("else_out")
-            then = helper.make_graph([helper.make_node("Mul", [t, gain], [out_t], name=out_t + "_node")], "then", [],
+            then = helper.make_graph([helper.make_node("Conv", [t, w_then], [out_t], name=out_t + "_node")], "then", [],
                                      [helper.make_tensor_value_info(out_t, TensorProto.FLOAT, None)])
             other = helper.make_graph([helper.make_node("Relu", [t], [out_e], name=out_e + "_node")], "else", [],
                                       [helper.make_tensor_value_info(out_e, TensorProto.FLOAT, None)])
             pool.append((net.node("If", [cond], then_branch=then, else_branch=other), tc, th))
         elif step == "loop":
-            # Two iterations of a residual 1x1 "conv" written as Mul + Add on the carried map.
+            # Two iterations of a residual 1x1 Conv on the carried map (quantized inside the body).
             trips = net.const("trips", np.array(2, np.int64))
-            scale = net.const("scale", (0.5 * rng.standard_normal((1, tc, 1, 1))).astype(np.float32))
+            w_loop = net.const("w_loop", (0.5 * rng.standard_normal((tc, tc, 1, 1)) / np.sqrt(tc)).astype(np.float32))
             names = [net.fresh(n) for n in ("i", "c_in", "v_in", "c_out", "v_mul", "v_out")]
             i, c_in, v_in, c_out, v_mul, v_out = names
             body = helper.make_graph(
-                [helper.make_node("Mul", [v_in, scale], [v_mul], name=v_mul + "_node"),
+                [helper.make_node("Conv", [v_in, w_loop], [v_mul], name=v_mul + "_node"),
                  helper.make_node("Add", [v_mul, t], [v_out], name=v_out + "_node"),
                  helper.make_node("Identity", [c_in], [c_out], name=c_out + "_node")],
                 "body", [helper.make_tensor_value_info(i, TensorProto.INT64, []),
