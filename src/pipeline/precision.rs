@@ -238,7 +238,7 @@ impl Build<'_> {
     /// The FP16 transform's options: the CLI's exclusions and interface choice, the
     /// largest |x| each activation reached on the calibration data (empty when none ran)
     /// and whether Q/DQ go to FP16 too (mixed INT8/FP16 builds).
-    fn fp16_options(&self, observed: &[(ValueId, RangeStats)]) -> Fp16Options {
+    pub(super) fn fp16_options(&self, observed: &[(ValueId, RangeStats)]) -> Fp16Options {
         Fp16Options {
             exclude: self.opts.fp16_exclude.clone(),
             keep_io_types: self.opts.fp16_keep_io,
