@@ -16,6 +16,7 @@ pub mod bias_correction;
 pub mod calibrate;
 pub mod comparison;
 pub mod diagnose;
+pub mod gptq;
 pub mod inspect;
 pub mod pipeline;
 pub mod progress;
