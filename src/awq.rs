@@ -49,7 +49,7 @@ pub struct AwqLayer {
     /// The same with the chosen scale and clip (AWQ).
     pub error: f64,
     /// The same with GPTQ's rounding of the AWQ-scaled weight (with AWQ's clip ratios),
-    /// when it ran.
+    /// when it ran (it needs at least K activation rows).
     pub gptq_error: Option<f64>,
     /// Whether GPTQ's values were kept (`gptq_error < error`).
     pub gptq: bool,
@@ -245,7 +245,9 @@ fn search_layer(
     };
     let awq = best;
     let (mut gptq_error, mut precomputed) = (None, None);
-    if let Some(h) = hessian {
+    // With fewer rows than input channels H is singular: GPTQ would fit the calibration
+    // rows (the error measured here is on the same rows), so it does not run.
+    if let Some(h) = hessian.filter(|h| h.rows >= k) {
         let s = best_s.as_deref();
         let found = crate::gptq::gptq(&scaled_weight(s), k, n, &h.matrix(s), block, &clip, format);
         if let Some((q, scales)) = found {
