@@ -11,8 +11,11 @@
 //! inputs; then, per block of input channels and output channel, the fraction of the
 //! block's range the scale covers (clipping the weight's outliers so the rest get finer
 //! steps), by that block's share of the same error. Each step is kept only where it
-//! lowers the layer's error.
+//! lowers the layer's error. With GPTQ ([`crate::gptq`]), the scaled weight is then
+//! rounded with error compensation on the second moments of all the activation rows of
+//! the calibration files, kept too only where it lowers the layer's error.
 
+use crate::gptq::Hessian;
 use anyhow::{Context, Result};
 use rtq_calib::{CalibrationSet, InputSpec};
 use rtq_ir::{int4_from_f64, Graph, Node, NodeId, ScaleFormat, Tensor, ValueId};
@@ -43,14 +46,23 @@ pub struct AwqLayer {
     pub clip: f32,
     /// Relative output error `||X W - X' W'|| / ||X W||` with round-to-nearest.
     pub rtn_error: f64,
-    /// The same with the chosen scale and clip.
+    /// The same with the chosen scale and clip (AWQ).
     pub error: f64,
+    /// The same with GPTQ's rounding of the AWQ-scaled weight (with AWQ's clip ratios),
+    /// when it ran (it needs at least K activation rows).
+    pub gptq_error: Option<f64>,
+    /// Whether GPTQ's values were kept (`gptq_error < error`).
+    pub gptq: bool,
     /// Activation rows measured.
     pub rows: usize,
+    /// Activation rows in GPTQ's `H = X^T X` (0 without GPTQ).
+    pub hessian_rows: usize,
 }
 
 /// Searches every site of `plan` on the calibration `files` of `set`, run through
-/// `reference` (the FP32 graph); returns the tuning per node and the per-layer record.
+/// `reference` (the FP32 graph), then, given `gptq_files` (calibration files whose
+/// activations make GPTQ's `H`), rounds each weight with GPTQ; returns the tuning per
+/// node and the per-layer record.
 pub fn search(
     reference: &Graph,
     plan: &Int4Plan,
@@ -58,8 +70,11 @@ pub fn search(
     format: ScaleFormat,
     set: &CalibrationSet,
     files: &[usize],
+    gptq_files: Option<&[usize]>,
 ) -> Result<(HashMap<NodeId, Int4Tuning>, Vec<AwqLayer>)> {
-    let rows = collect_rows(reference, plan, set, files)?;
+    let (rows, hessians) = collect_rows(reference, plan, set, files, gptq_files)?;
+    let activation: HashMap<NodeId, ValueId> =
+        int4_activations(reference, plan).into_iter().collect();
     let mut tuning = HashMap::new();
     let mut layers = Vec::new();
     for site in &plan.sites {
@@ -70,7 +85,11 @@ pub fn search(
             .constant(reference.node(site.node).input(1).expect("planned weight"))
             .expect("planned weight is constant")
             .to_f32_vec();
-        let (t, layer) = search_layer(site, &w, x, block, format)
+        let hessian = activation
+            .get(&site.node)
+            .and_then(|v| hessians.get(v))
+            .filter(|h| h.rows > 0);
+        let (t, layer) = search_layer(site, &w, x, hessian, block, format)
             .with_context(|| format!("AWQ on `{}`", reference.node(site.node).name))?;
         layers.push(AwqLayer {
             node: reference.node(site.node).name.clone(),
@@ -81,14 +100,19 @@ pub fn search(
     Ok((tuning, layers))
 }
 
+/// Activation rows kept per node.
+type Rows = HashMap<NodeId, Vec<Vec<f32>>>;
+
 /// Rows (length K) of each site's activation, at most [`MAX_ROWS`] per site, taken
-/// evenly from every sample.
+/// evenly from every sample of `files`; with `hessian_files`, also `X^T X` of each
+/// activation over all its rows in those files.
 fn collect_rows(
     reference: &Graph,
     plan: &Int4Plan,
     set: &CalibrationSet,
     files: &[usize],
-) -> Result<HashMap<NodeId, Vec<Vec<f32>>>> {
+    hessian_files: Option<&[usize]>,
+) -> Result<(Rows, HashMap<ValueId, Hessian>)> {
     let readers: BTreeMap<ValueId, Vec<NodeId>> = int4_activations(reference, plan)
         .into_iter()
         .fold(BTreeMap::new(), |mut m, (node, x)| {
@@ -100,14 +124,35 @@ fn collect_rows(
     let exec = rtq_exec::Plan::new(reference).context("preparing the FP32 graph")?;
     let samples: usize = files.len().max(1);
     let per_sample = MAX_ROWS.div_ceil(samples);
-    let mut rows: HashMap<NodeId, Vec<Vec<f32>>> = HashMap::new();
-    for &file in files {
+    let mut rows: Rows = HashMap::new();
+    let mut moments: HashMap<ValueId, Hessian> = HashMap::new();
+    let mut all: Vec<usize> = files.to_vec();
+    for f in hessian_files.unwrap_or_default() {
+        if !all.contains(f) {
+            all.push(*f);
+        }
+    }
+    for &file in &all {
+        let (rows_from, moments_from) = (
+            files.contains(&file),
+            hessian_files.is_some_and(|h| h.contains(&file)),
+        );
         for sample in set.load(file, &specs)? {
             exec.run_observed(&sample, &mut |v, t| {
                 let Some(nodes) = readers.get(&v) else {
                     return;
                 };
                 let values = t.to_f32_vec();
+                if moments_from {
+                    let k = k_of[&nodes[0]];
+                    moments
+                        .entry(v)
+                        .or_insert_with(|| Hessian::new(k))
+                        .add_rows(&values);
+                }
+                if !rows_from {
+                    return;
+                }
                 for node in nodes {
                     let k = k_of[node];
                     let available = values.len() / k.max(1);
@@ -123,14 +168,16 @@ fn collect_rows(
             .with_context(|| format!("FP32 run on {}", set.files()[file].display()))?;
         }
     }
-    Ok(rows)
+    Ok((rows, moments))
 }
 
-/// The best scale exponent for one layer, then the best clip ratio of every block.
+/// The best scale exponent for one layer, then the best clip ratio of every block, then
+/// (given the activations' second moments) GPTQ's rounding.
 fn search_layer(
     site: &Int4Site,
     w: &[f32],
     x: &[Vec<f32>],
+    hessian: Option<&Hessian>,
     block: usize,
     format: ScaleFormat,
 ) -> Result<(Int4Tuning, AwqLayer)> {
@@ -151,14 +198,12 @@ fn search_layer(
         transposed: false,
         ..site.clone()
     };
-    // The output error of quantizing with input scale `s` and clip ratios `clip`.
-    let error = |s: Option<&[f32]>, clip: &[f32]| -> Result<f64> {
-        let scaled = match s {
-            Some(s) => scale_rows(&w_kn, &kn_site, s),
-            None => w_kn.clone(),
-        };
-        let (q, scales) = quantize_int4_blocks(&scaled, &kn_site, block, clip, format);
-        let deq = dequantize_int4_blocks(&q, &scales, &kn_site, block);
+    let scaled_weight = |s: Option<&[f32]>| match s {
+        Some(s) => scale_rows(&w_kn, &kn_site, s),
+        None => w_kn.clone(),
+    };
+    // The output error of the dequantized weight `deq` ([K, N], scaled by `s`).
+    let deq_error = |s: Option<&[f32]>, deq: Vec<f32>| -> Result<f64> {
         let xs = match s {
             Some(s) => Tensor::from_f32(
                 vec![r, k],
@@ -175,6 +220,11 @@ fn search_layer(
             .zip(&got)
             .map(|(&a, &b)| ((a - b) as f64).powi(2))
             .sum::<f64>())
+    };
+    // The output error of quantizing with input scale `s` and clip ratios `clip`.
+    let error = |s: Option<&[f32]>, clip: &[f32]| -> Result<f64> {
+        let (q, scales) = quantize_int4_blocks(&scaled_weight(s), &kn_site, block, clip, format);
+        deq_error(s, dequantize_int4_blocks(&q, &scales, &kn_site, block))
     };
     let rtn = error(None, &[1.0])?;
     let (mut best_alpha, mut best_s, mut best) = (0.0f32, None::<Vec<f32>>, rtn);
@@ -193,9 +243,25 @@ fn search_layer(
     } else {
         vec![1.0]
     };
+    let awq = best;
+    let (mut gptq_error, mut precomputed) = (None, None);
+    // With fewer rows than input channels H is singular: GPTQ would fit the calibration
+    // rows (the error measured here is on the same rows), so it does not run.
+    if let Some(h) = hessian.filter(|h| h.rows >= k) {
+        let s = best_s.as_deref();
+        let found = crate::gptq::gptq(&scaled_weight(s), k, n, &h.matrix(s), block, &clip, format);
+        if let Some((q, scales)) = found {
+            let e = deq_error(s, dequantize_int4_blocks(&q, &scales, &kn_site, block))?;
+            gptq_error = Some((e / energy).sqrt());
+            if e < best {
+                precomputed = Some(stored_layout(q, scales, site, block));
+            }
+        }
+    }
     let tuning = Int4Tuning {
         input_scale: best_s,
         clip,
+        precomputed,
     };
     Ok((
         tuning.clone(),
@@ -204,10 +270,40 @@ fn search_layer(
             alpha: best_alpha,
             clip: tuning.mean_clip(),
             rtn_error: (rtn / energy).sqrt(),
-            error: (best / energy).sqrt(),
+            error: (awq / energy).sqrt(),
+            gptq_error,
+            gptq: tuning.precomputed.is_some(),
             rows: r,
+            hessian_rows: hessian.map_or(0, |h| h.rows),
         },
     ))
+}
+
+/// INT4 values (`[K, N]`) and scales (`[blocks, N]`) in the weight's stored layout
+/// (`[N, K]` and `[N, blocks]` when transposed).
+fn stored_layout(
+    q: Vec<i8>,
+    scales: Vec<f32>,
+    site: &Int4Site,
+    block: usize,
+) -> (Vec<i8>, Vec<f32>) {
+    if !site.transposed {
+        return (q, scales);
+    }
+    let (k, n, blocks) = (site.k, site.n, site.k.div_ceil(block));
+    let mut qt = vec![0i8; q.len()];
+    for kk in 0..k {
+        for nn in 0..n {
+            qt[nn * k + kk] = q[kk * n + nn];
+        }
+    }
+    let mut st = vec![0.0f32; scales.len()];
+    for b in 0..blocks {
+        for nn in 0..n {
+            st[nn * blocks + b] = scales[b * n + nn];
+        }
+    }
+    (qt, st)
 }
 
 /// The clip ratio of every block and output channel (`ceil(K / block) x N`) that
@@ -353,7 +449,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        let (t, layer) = search_layer(&site, &w, &x, 32, ScaleFormat::F32).unwrap();
+        let (t, layer) = search_layer(&site, &w, &x, None, 32, ScaleFormat::F32).unwrap();
         assert!(layer.alpha > 0.0 && t.input_scale.is_some(), "{layer:?}");
         assert!(layer.error < 0.8 * layer.rtn_error, "{layer:?}");
         // The transposed layout finds the same.
@@ -370,8 +466,63 @@ mod tests {
             transposed: true,
             ..site
         };
-        let (_, again) = search_layer(&transposed, &wt, &x, 32, ScaleFormat::F32).unwrap();
+        let (_, again) = search_layer(&transposed, &wt, &x, None, 32, ScaleFormat::F32).unwrap();
         assert_eq!((again.alpha, again.clip), (layer.alpha, layer.clip));
         assert!((again.error - layer.error).abs() < 1e-6);
+    }
+
+    /// Correlated input channels: GPTQ's values are kept where they lower the layer's
+    /// error, and land in the weight's stored layout (`[N, K]` for Gemm's transB).
+    #[test]
+    fn gptq_is_kept_where_it_lowers_the_error() {
+        let (k, n) = (64, 8);
+        let site = Int4Site {
+            node: NodeId(0),
+            k,
+            n,
+            transposed: false,
+        };
+        let w: Vec<f32> = (0..k * n)
+            .map(|i| ((i * 7919 % 211) as f32 / 105.0 - 1.0) * 0.1)
+            .collect();
+        // Three latent factors mixed into every channel, plus a little noise.
+        let x: Vec<Vec<f32>> = (0..256)
+            .map(|r| {
+                let z = [
+                    ((r * 13 % 29) as f32 / 14.0 - 1.0),
+                    ((r * 7 % 31) as f32 / 15.0 - 1.0),
+                    ((r * 5 % 37) as f32 / 18.0 - 1.0),
+                ];
+                (0..k)
+                    .map(|c| {
+                        let mix = [(c as f32 * 0.37).sin(), (c as f32 * 0.11).cos(), 0.5];
+                        let noise = ((r * 31 + c * 17) % 23) as f32 / 230.0 - 0.05;
+                        z.iter().zip(mix).map(|(a, b)| a * b).sum::<f32>() + noise
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut h = Hessian::new(k);
+        h.add_rows(&x.iter().flatten().copied().collect::<Vec<_>>());
+        let (t, layer) = search_layer(&site, &w, &x, Some(&h), 32, ScaleFormat::F32).unwrap();
+        let gptq_error = layer.gptq_error.unwrap();
+        assert!(layer.gptq && gptq_error < layer.error, "{layer:?}");
+        assert_eq!(layer.hessian_rows, 256);
+        let (q, scales) = t.precomputed.clone().unwrap();
+        let transposed = Int4Site {
+            transposed: true,
+            ..site.clone()
+        };
+        let wt: Vec<f32> = (0..k * n).map(|i| w[(i % k) * n + i / k]).collect();
+        let (tt, again) =
+            search_layer(&transposed, &wt, &x, Some(&h), 32, ScaleFormat::F32).unwrap();
+        assert!((again.gptq_error.unwrap() - gptq_error).abs() < 1e-9);
+        let (qt, st) = tt.precomputed.unwrap();
+        for kk in 0..k {
+            for nn in 0..n {
+                assert_eq!(qt[nn * k + kk], q[kk * n + nn]);
+                assert_eq!(st[nn * 2 + kk / 32], scales[(kk / 32) * n + nn]);
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@ pub mod calibrate;
 pub mod calibrate_bodies;
 pub mod comparison;
 pub mod diagnose;
+pub mod gptq;
 pub mod inspect;
 pub mod pipeline;
 pub mod progress;

@@ -1,7 +1,8 @@
 //! INT4 weight-only builds (`--int4-weights`): MatMul/Gemm weights stored as blockwise
 //! INT4 behind DequantizeLinear with `block_size` (opset 21), activations in FP16 (or
 //! FP32/BF16). On the BERT- and ViT-style encoders of tests/python/make_encoder.py
-//! (heavy-tailed weights, outlier LayerNorm channels): onnx.checker (full check),
+//! (heavy-tailed weights, outlier LayerNorm channels) and its GPT-style decoder (AWQ and
+//! GPTQ): onnx.checker (full check),
 //! onnxruntime against FP32 on 48 held-out samples, the weight bytes, and the INT4
 //! values and scales of a round-to-nearest build recomputed independently in numpy.
 //! Needs requirements-test.txt; `RTQ_SKIP_PYTHON_TESTS=1` skips.
@@ -20,11 +21,17 @@ struct Encoder {
 }
 
 fn encoder(kind: &str) -> Encoder {
+    encoder_with(kind, 32)
+}
+
+/// `kind` with `calib` calibration samples (and 48 held-out ones).
+fn encoder_with(kind: &str, calib_samples: usize) -> Encoder {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join(format!("{kind}.onnx"));
     let calib = dir.path().join("calib");
     let eval = dir.path().join("eval");
-    let args = [kind, model.to_str().unwrap(), calib.to_str().unwrap(), "32"];
+    let n = calib_samples.to_string();
+    let args = [kind, model.to_str().unwrap(), calib.to_str().unwrap(), &n];
     python("make_encoder.py", &args);
     let again = dir.path().join("again.onnx");
     let args = [
@@ -109,6 +116,82 @@ fn int4_awq_beats_round_to_nearest_at_an_eighth_of_the_weight_bytes() {
         if kind == "bert" {
             // Every weight is a MatMul's (the ViT's patch Conv stays FP16).
             assert!(ratio <= 0.15, "{kind}: weights are {ratio} of FP32");
+        }
+    }
+}
+
+/// Every layer's GPTQ error in the report (where it had at least K activation rows), and
+/// that GPTQ's values were kept exactly where they beat AWQ's; returns how many were kept.
+fn gptq_kept(report: &Value) -> usize {
+    let layers = report["passes"]["int4_weights"]["awq"].as_array().unwrap();
+    let int4 = report["passes"]["int4_weights"]["layers"]
+        .as_array()
+        .unwrap();
+    assert_eq!(layers.len(), int4.len());
+    let mut kept = 0;
+    for (l, q) in layers.iter().zip(int4) {
+        let chosen = l["gptq"].as_bool().unwrap();
+        assert_eq!(q["gptq"].as_bool(), Some(chosen), "{q}");
+        let rows = l["hessian_rows"].as_u64().unwrap();
+        let Some(gptq) = l["gptq_error"].as_f64() else {
+            // Fewer activation rows than input channels (BERT's pooler: one per sample):
+            // GPTQ does not run.
+            assert!(rows < q["shape"][0].as_u64().unwrap() && !chosen, "{l} {q}");
+            continue;
+        };
+        assert_eq!(chosen, gptq < l["error"].as_f64().unwrap(), "{l}");
+        assert!(rows >= l["rows"].as_u64().unwrap());
+        kept += usize::from(chosen);
+    }
+    kept
+}
+
+#[test]
+fn int4_gptq_lowers_the_layer_errors_of_awq() {
+    if skip_python() {
+        return;
+    }
+    // BERT with 32 calibration samples; the GPT with 128 (GPTQ's H = X^T X wants more
+    // token rows than the 1024 input channels of its MLP's second MatMul).
+    for (kind, samples) in [("bert", 32), ("gpt", 128)] {
+        let e = encoder_with(kind, samples);
+        let work = tempfile::tempdir().unwrap();
+        let (awq, _, _) = build(&e, &work.path().join("awq"), &["--int4-weights", "--fp16"]);
+        let (gptq, report, built) = build(
+            &e,
+            &work.path().join("gptq"),
+            &["--int4-weights", "--fp16", "--int4-method", "gptq"],
+        );
+        let (awq_cos, gptq_cos) = (min_cosine(&awq), min_cosine(&gptq));
+        let ratio = inspect_against(&built, &e.model)["weight_ratio_vs_baseline"]
+            .as_f64()
+            .unwrap();
+        let kept = gptq_kept(&report);
+        eprintln!(
+            "{kind}: cosine gptq {gptq_cos:.5} awq {awq_cos:.5}; weights {ratio:.4} of FP32; \
+             gptq kept on {kept} layers"
+        );
+        assert!(kept >= 1, "{kind}: {}", report["passes"]["int4_weights"]);
+        assert!(
+            report["passes"]["int4_weights"]["method"]
+                .as_str()
+                .unwrap()
+                .starts_with("gptq"),
+            "{kind}"
+        );
+        assert!(
+            gptq_cos >= awq_cos - 0.005,
+            "{kind}: gptq {gptq_cos} vs awq {awq_cos}"
+        );
+        if kind == "gpt" {
+            // Every MatMul in INT4 (block 128), the embeddings in FP16: 14.9% of the FP32
+            // weight bytes; mean logits cosine 0.992 with GPTQ, 0.981 with AWQ.
+            assert!(ratio <= 0.15, "gpt: weights are {ratio} of FP32");
+            assert!(gptq_cos >= 0.989, "gpt: gptq cosine {gptq_cos}");
+            assert!(
+                gptq_cos >= awq_cos + 0.005,
+                "gpt: gptq {gptq_cos} vs awq {awq_cos}"
+            );
         }
     }
 }
@@ -222,5 +305,15 @@ fn int4_refuses_what_it_cannot_do() {
         "awq",
     ]);
     assert!(err.contains("--calib"), "{err}");
+    let err = rtq_fails(&[
+        "compile",
+        model,
+        "-o",
+        out,
+        "--int4-weights",
+        "--int4-method",
+        "gptq",
+    ]);
+    assert!(err.contains("gptq") && err.contains("--calib"), "{err}");
     assert!(!Path::new(out).exists(), "nothing written");
 }

@@ -7,7 +7,7 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::Args;
 use rtq::pipeline::{
     compile, prepare_out_dir, write_outputs, write_report, CompileOptions, CompileOutput,
-    MethodChoice, Shard, StopAfter, DEFAULT_TRT_VERSION,
+    Int4Method, MethodChoice, Shard, StopAfter, DEFAULT_TRT_VERSION,
 };
 use rtq::progress::Progress;
 use rtq_calib::{CalibMethod, CalibOptions};
@@ -78,9 +78,9 @@ pub struct CompileArgs {
     )]
     pub int4_block_size: usize,
     /// How INT4 weights are rounded: `awq` tunes per-input-channel scales and clip
-    /// ratios on calibration activations (the default with --calib), `rtn` rounds to
-    /// nearest (the default without).
-    #[arg(long, value_name = "METHOD", value_parser = ["awq", "rtn"], requires = "int4_weights")]
+    /// ratios on calibration activations (the default with --calib), `gptq` then rounds
+    /// with GPTQ's error compensation, `rtn` rounds to nearest (the default without).
+    #[arg(long, value_name = "METHOD", value_parser = Int4Method::NAMES, requires = "int4_weights")]
     pub int4_method: Option<String>,
     /// Directory of calibration samples (.npy, .npz, .png, .jpg), or a .rtqpack sample pack.
     #[arg(long, value_name = "DIR")]
@@ -269,7 +269,7 @@ fn compile_options(args: &CompileArgs) -> Result<CompileOptions> {
         bf16: args.high_precision.as_deref() == Some("bf16"),
         int4_weights: args.int4_weights,
         int4_block_size: args.int4_block_size,
-        int4_awq: args.int4_method.as_deref().map(|m| m == "awq"),
+        int4_method: args.int4_method.as_deref().and_then(Int4Method::parse),
         int8: args.int8,
         fp8: args.fp8,
         calib_dir: args.calib.clone(),

@@ -23,7 +23,8 @@ mod target;
 pub use calibration::{float_activations, split_files, Calibrated, RangeSource};
 pub use optimize::{Loaded, Optimized};
 pub use options::{
-    CompileOptions, HalfType, MethodChoice, Precision, Shard, Stage, StopAfter, DEFAULT_TRT_VERSION,
+    CompileOptions, HalfType, Int4Method, MethodChoice, Precision, Shard, Stage, StopAfter,
+    DEFAULT_TRT_VERSION,
 };
 pub use output::{prepare_out_dir, weight_bytes_by_dtype, write_outputs, write_report};
 pub use precision::Transformed;

@@ -272,6 +272,47 @@ impl Shard {
     }
 }
 
+/// How INT4 weights are rounded (`--int4-method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int4Method {
+    /// Round to nearest with each block's full range.
+    Rtn,
+    /// AWQ: per-input-channel scales and per-block clip ratios searched on calibration
+    /// activations, then round to nearest.
+    Awq,
+    /// AWQ's scales and clip ratios, then GPTQ's error-compensating rounding.
+    Gptq,
+}
+
+impl Int4Method {
+    /// The names `--int4-method` takes.
+    pub const NAMES: [&'static str; 3] = ["rtn", "awq", "gptq"];
+
+    /// The method called `name` (`rtn`, `awq`, `gptq`).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "rtn" => Some(Int4Method::Rtn),
+            "awq" => Some(Int4Method::Awq),
+            "gptq" => Some(Int4Method::Gptq),
+            _ => None,
+        }
+    }
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Int4Method::Rtn => "rtn",
+            Int4Method::Awq => "awq",
+            Int4Method::Gptq => "gptq",
+        }
+    }
+
+    /// Whether the method measures calibration activations.
+    pub fn needs_calibration(self) -> bool {
+        self != Int4Method::Rtn
+    }
+}
+
 /// The TensorRT version written in calibration cache headers unless asked otherwise.
 pub const DEFAULT_TRT_VERSION: &str = "10.1.0";
 
@@ -290,10 +331,9 @@ pub struct CompileOptions {
     pub int4_weights: bool,
     /// INT4 block size (`--int4-block-size`: 32, 64 or 128).
     pub int4_block_size: usize,
-    /// Tune INT4 weights on calibration activations (AWQ: input-channel scales and clip
-    /// ratios) rather than round to nearest (`--int4-method awq|rtn`); `None`: AWQ when
-    /// calibration data is given.
-    pub int4_awq: Option<bool>,
+    /// How INT4 weights are rounded (`--int4-method rtn|awq|gptq`); `None`: AWQ when
+    /// calibration data is given, round to nearest otherwise.
+    pub int4_method: Option<Int4Method>,
     /// Quantize to INT8 (needs calibration data).
     pub int8: bool,
     /// Quantize to FP8 E4M3 (needs calibration data).
@@ -399,7 +439,7 @@ impl CompileOptions {
             bf16: false,
             int4_weights: false,
             int4_block_size: 128,
-            int4_awq: None,
+            int4_method: None,
             int8: false,
             fp8: false,
             calib_dir: None,
@@ -480,8 +520,13 @@ impl CompileOptions {
                 self.int4_block_size
             );
         }
-        if self.int4_awq == Some(true) && self.calib_dir.is_none() {
-            bail!("--int4-method awq measures calibration activations: pass --calib DIR");
+        if let Some(method) = self.int4_method.filter(|m| m.needs_calibration()) {
+            if self.calib_dir.is_none() {
+                bail!(
+                    "--int4-method {} measures calibration activations: pass --calib DIR",
+                    method.name()
+                );
+            }
         }
         if self.int8
             && self.calib_dir.is_none()

@@ -3,7 +3,7 @@
 //! then shape inference and verification of the result.
 
 use super::passes::{run_passes, Iterations};
-use super::{Build, Calibrated, Flow, Optimized, Stage};
+use super::{Build, Calibrated, Flow, Int4Method, Optimized, Stage};
 use anyhow::{Context, Result};
 use rtq_calib::RangeStats;
 use rtq_emit::QuantSummary;
@@ -20,6 +20,8 @@ const BODIES_KEPT_IN_FLOAT: &str =
 
 /// At most this many calibration files feed the AWQ search.
 const AWQ_FILES: usize = 16;
+/// At most this many calibration files feed GPTQ's second moments.
+const GPTQ_FILES: usize = 128;
 use rtq_passes::{InferShapes, Pass};
 
 /// The model in its target precision, with the FP32 reference it came from.
@@ -133,9 +135,14 @@ impl Build<'_> {
         }
         if let Some(summary) = int4.as_ref().and_then(Int4WeightsPass::summary) {
             let mut json = serde_json::to_value(summary)?;
-            json["method"] = match awq_layers.is_empty() {
-                true => "round-to-nearest".into(),
-                false => "awq (input-channel scales and clip ratios)".into(),
+            json["method"] = match (awq_layers.is_empty(), self.opts.int4_method) {
+                (true, _) => "round-to-nearest".into(),
+                (false, Some(Int4Method::Gptq)) => {
+                    "gptq (awq's input-channel scales and clip ratios, then error-compensating \
+                     rounding)"
+                        .into()
+                }
+                (false, _) => "awq (input-channel scales and clip ratios)".into(),
             };
             json["awq"] = serde_json::to_value(&awq_layers)?;
             self.report.passes["int4_weights"] = json;
@@ -207,8 +214,9 @@ impl Build<'_> {
         plan_int4(graph, &self.int4_options()).context("planning INT4 weights")
     }
 
-    /// AWQ's per-node input scales and clip ratios, measured on the calibration files
-    /// (none: round to nearest, without data or with `--int4-method rtn`).
+    /// AWQ's per-node input scales and clip ratios, measured on the calibration files,
+    /// and with `--int4-method gptq` GPTQ's values (none: round to nearest, without data
+    /// or with `--int4-method rtn`).
     fn tune_int4(
         &mut self,
         graph: &Graph,
@@ -218,10 +226,15 @@ impl Build<'_> {
         let Some(set) = calibrated.set.as_ref() else {
             return Ok((HashMap::new(), Vec::new()));
         };
-        if self.opts.int4_awq == Some(false) || calibrated.calib_files.is_empty() {
+        let method = self.opts.int4_method.unwrap_or(Int4Method::Awq);
+        if method == Int4Method::Rtn || calibrated.calib_files.is_empty() {
             return Ok((HashMap::new(), Vec::new()));
         }
         let files = &calibrated.calib_files[..calibrated.calib_files.len().min(AWQ_FILES)];
+        // GPTQ's H = X^T X is K x K whatever the rows: it takes every calibration file
+        // (up to GPTQ_FILES), since with fewer rows than input channels it is singular
+        // and the rounding fits the calibration rows rather than the layer.
+        let hessian_files = &calibrated.calib_files[..calibrated.calib_files.len().min(GPTQ_FILES)];
         let found = crate::awq::search(
             graph,
             plan,
@@ -229,9 +242,10 @@ impl Build<'_> {
             self.scale_format(),
             set,
             files,
+            (method == Int4Method::Gptq).then_some(hessian_files),
         )
         .context("AWQ search for INT4 weights")?;
-        self.lap("awq");
+        self.lap(method.name());
         Ok(found)
     }
 

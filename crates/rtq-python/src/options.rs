@@ -4,7 +4,7 @@
 use crate::errors::OptionsError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rtq::pipeline::{CompileOptions, MethodChoice, Shard, StopAfter};
+use rtq::pipeline::{CompileOptions, Int4Method, MethodChoice, Shard, StopAfter};
 use rtq_calib::{DataOptions, Layout};
 use std::path::PathBuf;
 
@@ -111,12 +111,11 @@ fn apply_compile_option(
         "int4_block_size" => opts.int4_block_size = get(key, value)?,
         "int4_method" => {
             let name: String = get(key, value)?;
-            opts.int4_awq = match name.as_str() {
-                "awq" => Some(true),
-                "rtn" => Some(false),
-                _ => {
+            opts.int4_method = match Int4Method::parse(&name) {
+                Some(method) => Some(method),
+                None => {
                     return Err(OptionsError::new_err(format!(
-                        "option `{key}`: `{name}` is not awq or rtn"
+                        "option `{key}`: `{name}` is not awq, gptq or rtn"
                     )))
                 }
             };

@@ -8,7 +8,8 @@
 //! Activation-aware tuning (AWQ) is computed elsewhere from calibration activations and
 //! handed in per node as an [`Int4Tuning`]: a per-input-channel scale `s` multiplies the
 //! weight's rows before quantization and divides the activation (a `Mul` by `1 / s`
-//! inserted before the node), and a clip ratio shrinks every block's range.
+//! inserted before the node), and a clip ratio shrinks every block's range. Error
+//! compensation (GPTQ) goes further and hands in the INT4 values and scales themselves.
 
 use super::{NodeFilter, QuantError};
 use rtq_ir::{int4_from_f64, Attr, DType, Graph, NodeId, ScaleFormat, Tensor, TensorData, ValueId};
@@ -78,6 +79,10 @@ pub struct Int4Tuning {
     /// every block, or one per block and output channel (`ceil(K / block) x N`,
     /// row-major); `[1.0]`: no clipping.
     pub clip: Vec<f32>,
+    /// INT4 values and scales chosen elsewhere (GPTQ's error-compensating rounding of the
+    /// weight times `input_scale`), in the layout [`quantize_int4_blocks`] returns; `None`:
+    /// round to nearest with `clip`.
+    pub precomputed: Option<(Vec<i8>, Vec<f32>)>,
 }
 
 impl Default for Int4Tuning {
@@ -85,6 +90,7 @@ impl Default for Int4Tuning {
         Int4Tuning {
             input_scale: None,
             clip: vec![1.0],
+            precomputed: None,
         }
     }
 }
@@ -109,6 +115,8 @@ pub struct Int4Layer {
     pub awq_scaled: bool,
     /// The mean clip ratio over the blocks.
     pub clip: f32,
+    /// Whether the values came precomputed (GPTQ) rather than rounded to nearest.
+    pub gptq: bool,
 }
 
 /// What [`apply_int4`] did.
@@ -302,10 +310,29 @@ pub fn apply_int4(
             scaled = scale_rows(data, site, s);
             data = &scaled;
         }
-        let (q, scales) =
-            quantize_int4_blocks(data, site, opts.block_size, &t.clip, opts.scale_format);
-        let weight_error = relative_error(data, &q, &scales, site, opts.block_size);
         let blocks = site.k.div_ceil(opts.block_size);
+        let (q, scales) = match &t.precomputed {
+            Some((q, scales)) => {
+                if q.len() != data.len() || scales.len() != blocks * site.n {
+                    return Err(QuantError::Node {
+                        node: node.name.clone(),
+                        op: node.op_type.clone(),
+                        message: format!(
+                            "precomputed INT4 weight of {} values and {} scales for a {}x{} \
+                             weight in blocks of {}",
+                            q.len(),
+                            scales.len(),
+                            site.k,
+                            site.n,
+                            opts.block_size
+                        ),
+                    });
+                }
+                (q.clone(), scales.clone())
+            }
+            None => quantize_int4_blocks(data, site, opts.block_size, &t.clip, opts.scale_format),
+        };
+        let weight_error = relative_error(data, &q, &scales, site, opts.block_size);
         let scale_shape = if site.transposed {
             vec![site.n, blocks]
         } else {
@@ -348,6 +375,7 @@ pub fn apply_int4(
             weight_error,
             awq_scaled: t.input_scale.is_some(),
             clip: t.mean_clip(),
+            gptq: t.precomputed.is_some(),
         });
     }
     Ok(summary)
@@ -498,6 +526,7 @@ mod tests {
             Int4Tuning {
                 input_scale: Some(s.clone()),
                 clip: vec![0.9],
+                precomputed: None,
             },
         )]);
         let summary = apply_int4(&mut g, &plan, &opts, &tuning).unwrap();
@@ -560,5 +589,42 @@ mod tests {
             plan.skipped,
             vec![("gemm".into(), "excluded by filter".into())]
         );
+    }
+
+    #[test]
+    fn precomputed_values_are_written_as_given() {
+        let mut g = graph(40, 5);
+        let opts = Int4Options {
+            block_size: 32,
+            ..Default::default()
+        };
+        let plan = plan_int4(&g, &opts).unwrap();
+        let q: Vec<i8> = (0..200).map(|i| (i % 16) as i8 - 8).collect();
+        let scales: Vec<f32> = (0..10).map(|i| 0.01 * (i + 1) as f32).collect();
+        let mut tuning = HashMap::from([(
+            plan.sites[0].node,
+            Int4Tuning {
+                precomputed: Some((q.clone(), scales.clone())),
+                ..Default::default()
+            },
+        )]);
+        let summary = apply_int4(&mut g.clone(), &plan, &opts, &tuning).unwrap();
+        assert!(summary.layers[0].gptq && !summary.layers[1].gptq);
+        apply_int4(&mut g, &plan, &opts, &tuning).unwrap();
+        let dq = g
+            .nodes()
+            .find(|(_, n)| n.name == "w_DequantizeLinear")
+            .unwrap()
+            .1;
+        let got = g.constant(dq.input(0).unwrap()).unwrap();
+        assert_eq!(got.data(), &TensorData::I4(q));
+        assert_eq!(
+            g.constant(dq.input(1).unwrap()).unwrap().to_f32_vec(),
+            scales
+        );
+        // Values that do not fit the weight are refused.
+        tuning.get_mut(&plan.sites[0].node).unwrap().precomputed = Some((vec![0; 3], vec![1.0]));
+        let mut g = graph(40, 5);
+        assert!(apply_int4(&mut g, &plan, &opts, &tuning).is_err());
     }
 }
