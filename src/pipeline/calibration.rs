@@ -54,7 +54,17 @@ pub struct Calibrated {
     pub bodies: Option<BodyCalibration>,
     /// Nodes inside bodies the accuracy fallback keeps in float (by name).
     pub body_reverted: Vec<String>,
+    /// MatMul/Gemm nodes the INT4 fallback keeps in high precision (by name).
+    pub int4_reverted: Vec<String>,
+    /// AWQ/GPTQ's choices for the INT4 weights, searched once per build.
+    pub int4_tuning: Option<std::sync::Arc<Int4Search>>,
 }
+
+/// What the AWQ (and GPTQ) search chose per INT4 weight, and its per-layer record.
+pub type Int4Search = (
+    std::collections::HashMap<rtq_ir::NodeId, rtq_passes::quant::Int4Tuning>,
+    Vec<crate::awq::AwqLayer>,
+);
 
 /// Splits the files of a calibration set into (calibration, held-out) index lists.
 pub fn split_files(
@@ -157,6 +167,8 @@ impl Build<'_> {
                 plan: None,
                 bodies: None,
                 body_reverted: Vec::new(),
+                int4_reverted: Vec::new(),
+                int4_tuning: None,
             }));
         }
         if let (true, Some(set), Some(&first)) =
@@ -239,6 +251,8 @@ impl Build<'_> {
             plan,
             bodies,
             body_reverted: Vec::new(),
+            int4_reverted: Vec::new(),
+            int4_tuning: None,
         }))
     }
 

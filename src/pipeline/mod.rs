@@ -11,6 +11,7 @@ mod calibration;
 mod equalize;
 mod fallback;
 mod histograms;
+mod int4_fallback;
 mod optimize;
 mod options;
 pub mod output;

@@ -2,6 +2,7 @@
 //! `--dump-ir`, `--verify-each`, `--stop-after <pass>` and per-pass statistics apply),
 //! then shape inference and verification of the result.
 
+use super::calibration::Int4Search;
 use super::passes::{run_passes, Iterations};
 use super::{Build, Calibrated, Flow, Int4Method, Optimized, Stage};
 use anyhow::{Context, Result};
@@ -13,6 +14,7 @@ use rtq_passes::quant::{
     Int4WeightsPass, Int8BodiesPass, Int8QdqPass, INT8_WEIGHTED_OPS,
 };
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The warning about weighted ops left in float inside bodies, after the counts.
 const BODIES_KEPT_IN_FLOAT: &str =
@@ -42,6 +44,16 @@ impl Build<'_> {
         calibrated: Calibrated,
     ) -> Result<Flow<Transformed>> {
         let precision = self.opts.precision();
+        let mut calibrated = calibrated;
+        let no_tuning = HashMap::new();
+        let int4_plan = match precision.int4_weights {
+            true => Some(self.plan_int4(&optimized.graph, &calibrated.int4_reverted)?),
+            false => None,
+        };
+        let int4_search = match &int4_plan {
+            Some(_) => Some(self.int4_search(&optimized.graph, &mut calibrated)?),
+            None => None,
+        };
         let mut graph = optimized.graph.clone();
         let observed = calibrated.result.as_ref().map_or(&[][..], |r| &r.stats[..]);
         let mut int8 = match (&calibrated.plan, &calibrated.result) {
@@ -51,17 +63,13 @@ impl Build<'_> {
         let mut fp16 = precision
             .has_half()
             .then(|| Fp16Pass::new(self.fp16_options(observed)));
-        let int4_plan = match precision.int4_weights {
-            true => Some(self.plan_int4(&optimized.graph)?),
-            false => None,
-        };
-        let (int4_tuning, awq_layers) = match &int4_plan {
-            Some(plan) => self.tune_int4(&optimized.graph, plan, &calibrated)?,
-            None => (HashMap::new(), Vec::new()),
+        let (int4_tuning, awq_layers) = match &int4_search {
+            Some(found) => (&found.0, &found.1[..]),
+            None => (&no_tuning, &[][..]),
         };
         let mut int4 = int4_plan
             .as_ref()
-            .map(|plan| Int4WeightsPass::new(plan, self.int4_options(), &int4_tuning));
+            .map(|plan| Int4WeightsPass::new(plan, self.int4_options(), int4_tuning));
         let body_ranges = match int8 {
             Some(_) => self.body_ranges(&calibrated)?,
             None => None,
@@ -144,7 +152,12 @@ impl Build<'_> {
                 }
                 (false, _) => "awq (input-channel scales and clip ratios)".into(),
             };
-            json["awq"] = serde_json::to_value(&awq_layers)?;
+            // The layers the build stores in INT4 (the fallback's are in high precision).
+            let stored: Vec<&crate::awq::AwqLayer> = awq_layers
+                .iter()
+                .filter(|l| summary.layers.iter().any(|s| s.node == l.node))
+                .collect();
+            json["awq"] = serde_json::to_value(&stored)?;
             self.report.passes["int4_weights"] = json;
             self.report.precision = precision.name();
         }
@@ -201,7 +214,7 @@ impl Build<'_> {
 
     /// The INT4 weight-only transform's options: the CLI's block size and exclusions,
     /// scales exact in the build's half type.
-    fn int4_options(&self) -> Int4Options {
+    pub(super) fn int4_options(&self) -> Int4Options {
         Int4Options {
             block_size: self.opts.int4_block_size,
             exclude: self.opts.int8_opts.exclude.clone(),
@@ -209,9 +222,27 @@ impl Build<'_> {
         }
     }
 
-    /// Which MatMul/Gemm weights become INT4.
-    fn plan_int4(&self, graph: &Graph) -> Result<Int4Plan> {
-        plan_int4(graph, &self.int4_options()).context("planning INT4 weights")
+    /// Which MatMul/Gemm weights become INT4, but for the `reverted` nodes.
+    pub(super) fn plan_int4(&self, graph: &Graph, reverted: &[String]) -> Result<Int4Plan> {
+        let mut options = self.int4_options();
+        options.exclude.names.extend(reverted.iter().cloned());
+        plan_int4(graph, &options).context("planning INT4 weights")
+    }
+
+    /// AWQ/GPTQ's choices for every INT4 weight of `graph`, searched at the build's
+    /// first transform and kept in `calibrated` for its rebuilds.
+    pub(super) fn int4_search(
+        &mut self,
+        graph: &Graph,
+        calibrated: &mut Calibrated,
+    ) -> Result<Arc<Int4Search>> {
+        if let Some(found) = &calibrated.int4_tuning {
+            return Ok(Arc::clone(found));
+        }
+        let plan = self.plan_int4(graph, &[])?;
+        let found = Arc::new(self.tune_int4(graph, &plan, calibrated)?);
+        calibrated.int4_tuning = Some(Arc::clone(&found));
+        Ok(found)
     }
 
     /// AWQ's per-node input scales and clip ratios, measured on the calibration files,

@@ -83,6 +83,11 @@ impl Build<'_> {
             let accuracy = self.report.accuracy.last().expect("re-evaluated");
             check.misses = target.misses(accuracy);
         }
+        if !check.misses.is_empty() && precision.int4_weights && self.opts.method_search {
+            transformed = self.fall_back_int4(transformed, &mut check)?;
+            let accuracy = self.report.accuracy.last().expect("re-evaluated");
+            check.misses = target.misses(accuracy);
+        }
         let (try_bias, forced) = self.opts.bias_correction();
         if precision.is_int8_fp32() && try_bias && (forced || remedied) {
             transformed = self.correct_biases(transformed, &mut check, forced)?;
@@ -242,7 +247,7 @@ impl Build<'_> {
 
     /// FP32 outputs on the judging files, computed at the first judgement (the
     /// reference graph does not change within a build).
-    fn selection_outputs(&self, transformed: &Transformed) -> Result<&ReferenceOutputs> {
+    pub(super) fn selection_outputs(&self, transformed: &Transformed) -> Result<&ReferenceOutputs> {
         if let Some(outputs) = self.selection_reference.get() {
             return Ok(outputs);
         }
