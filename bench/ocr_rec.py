@@ -115,6 +115,9 @@ def describe_choice(report_path):
     check = report.get("accuracy_check") or {}
     reverted = len(check.get("fallback", []))
     planned = (report.get("quantization") or {}).get("quantized_nodes", 0) + reverted
+    int4 = report.get("passes", {}).get("int4_weights")
+    if int4 is not None:
+        planned = len(int4.get("layers", [])) + reverted
     trials = ", ".join(f"{t['method']} {t['margin']:+.4f}" for t in check.get("method_search", []))
     seconds = sum(t for _, t in report.get("timings", []))
     print(f"auto: ranges {check.get('method')}, {reverted} of {planned} quantized node(s) "
@@ -156,7 +159,7 @@ def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
                              capture_output=True, text=True)
         if run.returncode != 0:
             sys.exit(f"rtq ({method}) failed:\n{run.stderr}")
-        if method in ("auto", "fp8"):
+        if method in ("auto", "fp8") or method.startswith("int4w"):
             describe_choice(os.path.join(out, "report.json"))
         rows.append((label, os.path.join(out, f"{stem}{suffix}.onnx")))
     if not no_ort:
