@@ -7,7 +7,8 @@
 //!    neither; `scripts/gen-trt-bindings.sh` refreshes it.
 //! 2. With the `link` feature: compiles `shim/rtq_trt.cpp` (C++17) against the TensorRT
 //!    headers under `TENSORRT_ROOT` and the CUDA headers under `CUDA_HOME`/`CUDA_PATH`
-//!    (default `/usr/local/cuda`), then links `nvinfer`, `nvonnxparser` and `cudart`.
+//!    (default `/usr/local/cuda`), then links `nvinfer`, `nvonnxparser` and `cudart`;
+//!    unless `RTQ_TRT_CHECK_ONLY` is set, for `cargo check` on machines without TensorRT.
 
 use std::env;
 use std::fs;
@@ -37,7 +38,11 @@ fn main() {
         generate_bindings(&out_dir.join("bindings.rs"));
     }
 
-    if env::var_os("CARGO_FEATURE_LINK").is_some() {
+    println!("cargo:rerun-if-env-changed=RTQ_TRT_CHECK_ONLY");
+    // `RTQ_TRT_CHECK_ONLY=1 cargo check --features tensorrt` type-checks the Rust side
+    // of the TensorRT backend on a machine without TensorRT (nothing is linked by a
+    // check); a build made this way cannot link.
+    if env::var_os("CARGO_FEATURE_LINK").is_some() && env::var_os("RTQ_TRT_CHECK_ONLY").is_none() {
         compile_and_link_shim();
     }
 }

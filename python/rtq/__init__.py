@@ -273,7 +273,7 @@ class Engine:
 
     ``Engine(path)`` loads an ``.onnx`` file on the CPU (``backend="cpu"``/``"auto"``)
     or, in builds with TensorRT, a ``.plan``. ``run`` releases the GIL; one engine can
-    be shared by threads (their calls take turns).
+    be shared by threads, whose calls run in parallel on the CPU backend.
     """
 
     def __init__(self, path: Union[str, "os.PathLike[str]"], backend: str = "auto") -> None:

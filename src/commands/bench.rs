@@ -58,7 +58,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         build: args.engine.build_options(None)?,
         integer_kernels: !args.float_qdq,
     };
-    let mut engine = Engine::load(&args.model, &options)
+    let engine = Engine::load(&args.model, &options)
         .with_context(|| format!("loading {}", args.model.display()))?;
     let shapes = match &args.engine.shapes {
         Some(s) => rtq_runtime::tensorrt::parse_shape_list(s)?
@@ -86,7 +86,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         min_duration: Duration::from_secs_f64(args.duration),
         batch_size: args.batch,
     };
-    let report = run_benchmark(&mut engine, &inputs, &bench)?;
+    let report = run_benchmark(&engine, &inputs, &bench)?;
     if let Some(path) = &args.export_json {
         rtq_emit::write_atomic(path, report.to_json().as_bytes())?;
     }

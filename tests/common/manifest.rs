@@ -41,7 +41,7 @@ pub fn run_rtq(dir: &Path, model: &Path, manifest: &Value) -> Vec<HostTensor> {
         backend: Backend::Cpu,
         ..Default::default()
     };
-    let mut engine = Engine::load(model, &opts).unwrap();
+    let engine = Engine::load(model, &opts).unwrap();
     let inputs: Vec<HostTensor> = entries(&manifest["inputs"])
         .into_iter()
         .map(|(name, dtype, shape)| {

@@ -4,13 +4,12 @@ use crate::errors::EngineError;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use rtq_runtime::{Backend, DataType, HostTensor, LoadOptions, TensorInfo};
-use std::sync::Mutex;
 
-/// A loaded model. `run` releases the GIL; calls from several threads take turns
-/// (the CPU executor runs one inference at a time per engine, each using every core).
+/// A loaded model. `run` releases the GIL, and threads may call it at once on one
+/// engine (the CPU backend runs the calls in parallel; see `rtq_runtime::Engine`).
 #[pyclass(module = "rtq._rtq", frozen)]
 pub struct Engine {
-    engine: Mutex<rtq_runtime::Engine>,
+    engine: rtq_runtime::Engine,
     inputs: Vec<TensorInfo>,
     outputs: Vec<TensorInfo>,
     description: String,
@@ -59,7 +58,7 @@ impl Engine {
             inputs: engine.inputs().to_vec(),
             outputs: engine.outputs().to_vec(),
             description: engine.description(),
-            engine: Mutex::new(engine),
+            engine,
         })
     }
 
@@ -103,10 +102,7 @@ impl Engine {
             inputs.push(tensor.map_err(engine_error)?);
         }
         let outputs = py
-            .detach(|| {
-                let mut engine = self.engine.lock().unwrap_or_else(|e| e.into_inner());
-                engine.infer(&inputs)
-            })
+            .detach(|| self.engine.infer(&inputs))
             .map_err(engine_error)?;
         Ok(outputs
             .into_iter()

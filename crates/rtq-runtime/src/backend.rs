@@ -28,8 +28,11 @@ impl fmt::Display for BackendKind {
 ///
 /// Implemented by the CPU backend (feature `cpu`) and the TensorRT backend (feature
 /// `tensorrt`); applications may implement it to plug their own executor into
-/// [`Engine`](crate::Engine) and the benchmark.
-pub trait InferBackend: Send {
+/// [`Engine`](crate::Engine) and the benchmark. A backend is shared between threads
+/// ([`Engine`](crate::Engine) is `Send + Sync`): [`InferBackend::infer`] may be called
+/// from several threads at once, and a backend with per-call state (a TensorRT
+/// execution context) serializes the calls itself.
+pub trait InferBackend: Send + Sync {
     /// The backend kind.
     fn kind(&self) -> BackendKind;
 
@@ -44,10 +47,11 @@ pub trait InferBackend: Send {
 
     /// Runs one inference. `inputs` holds every model input once, in any order; the
     /// result holds every output in [`InferBackend::outputs`] order.
-    fn infer(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
+    fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError>;
 
     /// Device compute time of the last [`InferBackend::infer`] in milliseconds, measured
-    /// with device events (excludes host/device copies); `None` for host backends.
+    /// with device events (excludes host/device copies); `None` for host backends. With
+    /// calls from several threads, "last" is whichever finished last.
     fn last_device_time_ms(&self) -> Option<f64> {
         None
     }

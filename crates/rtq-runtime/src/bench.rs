@@ -60,7 +60,7 @@ impl BenchOptions {
 
 /// Benchmarks `engine` on `inputs` (see the module docs) and summarizes the timings.
 pub fn run_benchmark(
-    engine: &mut Engine,
+    engine: &Engine,
     inputs: &[HostTensor],
     options: &BenchOptions,
 ) -> Result<BenchReport, RuntimeError> {

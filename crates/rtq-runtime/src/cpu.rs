@@ -199,7 +199,7 @@ impl InferBackend for CpuBackend {
         &self.outputs
     }
 
-    fn infer(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+    fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         let ordered = match_inputs(&self.inputs, inputs)?;
         let feeds = ordered
             .into_iter()
@@ -289,7 +289,7 @@ mod tests {
         );
         g.add_node("id", "Identity", vec![Some(q)], vec![c], BTreeMap::new());
         g.outputs.extend([y, c]);
-        let mut backend = CpuBackend::from_graph(&g, Path::new("fp8.onnx")).unwrap();
+        let backend = CpuBackend::from_graph(&g, Path::new("fp8.onnx")).unwrap();
         assert_eq!(backend.inputs()[0].dtype, DataType::Fp8E4M3);
         // 1.0, -0.5, 448.
         let codes = vec![0x38, 0xB0, 0x7E];
@@ -319,7 +319,7 @@ mod tests {
         );
         g.add_node("id", "Identity", vec![Some(q)], vec![c], BTreeMap::new());
         g.outputs.extend([y, c]);
-        let mut backend = CpuBackend::from_graph(&g, Path::new("int4.onnx")).unwrap();
+        let backend = CpuBackend::from_graph(&g, Path::new("int4.onnx")).unwrap();
         assert_eq!(backend.inputs()[0].dtype, DataType::Int4);
         // -1, -8 in the first byte, 7 in the second.
         let packed = vec![0x8F, 0x07];
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn runs_a_graph_and_describes_its_io() {
-        let mut backend = CpuBackend::from_graph(&relu_graph(), Path::new("relu.onnx")).unwrap();
+        let backend = CpuBackend::from_graph(&relu_graph(), Path::new("relu.onnx")).unwrap();
         assert_eq!(
             backend.inputs(),
             &[TensorInfo::new("x", DataType::F32, vec![-1, 3])]

@@ -5,11 +5,12 @@ use crate::options::{Backend, LoadOptions, ModelFormat};
 use crate::{HostTensor, RuntimeError, TensorInfo};
 use std::path::{Path, PathBuf};
 
-/// A model loaded for inference.
+/// A model loaded for inference. `Send + Sync`: threads may share one engine (see
+/// `examples/serve_threads.rs`).
 ///
 /// ```no_run
 /// use rtq_runtime::{Engine, HostTensor, LoadOptions};
-/// let mut engine = Engine::load("model.onnx", &LoadOptions::default())?;
+/// let engine = Engine::load("model.onnx", &LoadOptions::default())?;
 /// let x = HostTensor::from_f32("input", vec![1, 4], &[0.0, 1.0, 2.0, 3.0])?;
 /// let outputs = engine.infer(&[x])?;
 /// println!("{:?}", outputs[0].to_f32_vec()?);
@@ -91,8 +92,10 @@ impl Engine {
         self.backend.outputs()
     }
 
-    /// Runs one inference; see [`InferBackend::infer`].
-    pub fn infer(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+    /// Runs one inference; see [`InferBackend::infer`]. Threads may share one engine
+    /// (`Arc<Engine>`) and call this at once: the CPU backend runs the calls in
+    /// parallel, the TensorRT backend one after the other on its execution context.
+    pub fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         self.backend.infer(inputs)
     }
 

@@ -34,7 +34,7 @@ impl InferBackend for Scripted {
     fn outputs(&self) -> &[TensorInfo] {
         &self.outputs
     }
-    fn infer(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+    fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
         if self.fail_after.is_some_and(|limit| n > limit) {
             return Err(RuntimeError::Execution {
@@ -75,7 +75,7 @@ fn input() -> Vec<HostTensor> {
 
 #[test]
 fn runs_the_minimum_iterations_after_warmup() {
-    let (mut engine, calls) = engine(true, Duration::ZERO, None);
+    let (engine, calls) = engine(true, Duration::ZERO, None);
     let options = BenchOptions {
         warmup_iterations: 3,
         warmup_time: Duration::ZERO,
@@ -83,7 +83,7 @@ fn runs_the_minimum_iterations_after_warmup() {
         min_duration: Duration::ZERO,
         batch_size: 4,
     };
-    let report = run_benchmark(&mut engine, &input(), &options).unwrap();
+    let report = run_benchmark(&engine, &input(), &options).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 13);
     assert_eq!(report.warmup_iterations, 3);
     assert_eq!(report.iterations, 10);
@@ -103,7 +103,7 @@ fn runs_the_minimum_iterations_after_warmup() {
 
 #[test]
 fn runs_until_the_minimum_duration() {
-    let (mut engine, _) = engine(false, Duration::from_millis(2), None);
+    let (engine, _) = engine(false, Duration::from_millis(2), None);
     let options = BenchOptions {
         warmup_iterations: 0,
         warmup_time: Duration::from_millis(10),
@@ -111,7 +111,7 @@ fn runs_until_the_minimum_duration() {
         min_duration: Duration::from_millis(60),
         batch_size: 1,
     };
-    let report = run_benchmark(&mut engine, &input(), &options).unwrap();
+    let report = run_benchmark(&engine, &input(), &options).unwrap();
     assert!(report.total_time_s >= 0.06, "{}", report.total_time_s);
     assert!(report.iterations >= 10, "{}", report.iterations);
     assert!(report.warmup_time_s >= 0.01);
@@ -124,7 +124,7 @@ fn runs_until_the_minimum_duration() {
 
 #[test]
 fn inference_errors_stop_the_benchmark() {
-    let (mut engine, _) = engine(false, Duration::ZERO, Some(4));
+    let (engine, _) = engine(false, Duration::ZERO, Some(4));
     let options = BenchOptions {
         warmup_iterations: 2,
         warmup_time: Duration::ZERO,
@@ -132,24 +132,24 @@ fn inference_errors_stop_the_benchmark() {
         min_duration: Duration::ZERO,
         batch_size: 1,
     };
-    let err = run_benchmark(&mut engine, &input(), &options).unwrap_err();
+    let err = run_benchmark(&engine, &input(), &options).unwrap_err();
     assert_eq!(err.to_string(), "scripted: call 5 failed");
 }
 
 #[test]
 fn invalid_options_are_rejected() {
-    let (mut engine, calls) = engine(false, Duration::ZERO, None);
+    let (engine, calls) = engine(false, Duration::ZERO, None);
     let options = BenchOptions {
         iterations: 0,
         ..Default::default()
     };
-    let err = run_benchmark(&mut engine, &input(), &options).unwrap_err();
+    let err = run_benchmark(&engine, &input(), &options).unwrap_err();
     assert_eq!(err.to_string(), "invalid iterations: must be at least 1");
     let options = BenchOptions {
         batch_size: 0,
         ..Default::default()
     };
-    let err = run_benchmark(&mut engine, &input(), &options).unwrap_err();
+    let err = run_benchmark(&engine, &input(), &options).unwrap_err();
     assert_eq!(err.to_string(), "invalid batch size: must be at least 1");
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }

@@ -18,7 +18,7 @@ fn mlp_engine(dir: &tempfile::TempDir) -> Engine {
 #[test]
 fn loads_describes_and_runs_an_onnx_model() {
     let dir = tempfile::tempdir().unwrap();
-    let mut engine = mlp_engine(&dir);
+    let engine = mlp_engine(&dir);
     assert_eq!(engine.backend_kind(), BackendKind::Cpu);
     assert_eq!(
         engine.inputs(),
@@ -51,7 +51,7 @@ fn explicit_cpu_backend_and_bad_inputs() {
         backend: Backend::Cpu,
         ..Default::default()
     };
-    let mut engine = Engine::load(&path, &options).unwrap();
+    let engine = Engine::load(&path, &options).unwrap();
     let wrong = HostTensor::from_f32("x", vec![1, 3], &[0.0; 3]).unwrap();
     let err = engine.infer(&[wrong]).unwrap_err();
     assert_eq!(
@@ -85,7 +85,7 @@ fn benchmarks_the_cpu_backend() {
     use rtq_runtime::bench::{make_inputs, run_benchmark, BenchOptions, InputFill, InputSpec};
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
-    let mut engine = mlp_engine(&dir);
+    let engine = mlp_engine(&dir);
     let spec = InputSpec {
         batch_size: Some(8),
         fill: InputFill::Random { seed: 3 },
@@ -100,7 +100,7 @@ fn benchmarks_the_cpu_backend() {
         min_duration: Duration::ZERO,
         batch_size: 8,
     };
-    let report = run_benchmark(&mut engine, &inputs, &options).unwrap();
+    let report = run_benchmark(&engine, &inputs, &options).unwrap();
     assert_eq!(report.iterations, 25);
     assert_eq!(report.warmup_iterations, 2);
     assert_eq!(report.latency_ms.count, 25);
@@ -122,7 +122,7 @@ fn constant_subgraphs_are_computed_once_at_load() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mlp_reshape.onnx");
     common::write_mlp_model_reshaping_w(&path);
-    let mut engine = Engine::load(&path, &LoadOptions::default()).unwrap();
+    let engine = Engine::load(&path, &LoadOptions::default()).unwrap();
     // The Reshape of the constant weight is folded: three nodes run, not four.
     assert_eq!(engine.description(), "rtq CPU executor (3 nodes)");
     let x = [1.0, 2.0, 3.0, 4.0];
@@ -130,4 +130,48 @@ fn constant_subgraphs_are_computed_once_at_load() {
         .infer(&[HostTensor::from_f32("x", vec![1, 4], &x).unwrap()])
         .unwrap();
     assert_eq!(out[0].to_f32_vec().unwrap(), common::mlp_reference(&x));
+}
+
+#[test]
+fn threads_share_one_engine() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Engine>();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = std::sync::Arc::new(mlp_engine(&dir));
+    // Each thread runs its own inputs; every result equals the same call made alone.
+    let input = |t: usize, i: usize| {
+        let x: Vec<f32> = (0..8)
+            .map(|k| (t * 31 + i * 7 + k) as f32 * 0.1 - 2.0)
+            .collect();
+        HostTensor::from_f32("x", vec![2, 4], &x).unwrap()
+    };
+    let alone: Vec<Vec<Vec<f32>>> = (0..4)
+        .map(|t| {
+            (0..16)
+                .map(|i| {
+                    engine.infer(&[input(t, i)]).unwrap()[0]
+                        .to_f32_vec()
+                        .unwrap()
+                })
+                .collect()
+        })
+        .collect();
+    let together: Vec<Vec<Vec<f32>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let engine = std::sync::Arc::clone(&engine);
+                s.spawn(move || {
+                    (0..16)
+                        .map(|i| {
+                            engine.infer(&[input(t, i)]).unwrap()[0]
+                                .to_f32_vec()
+                                .unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(together, alone);
 }

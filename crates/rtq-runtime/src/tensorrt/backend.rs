@@ -40,8 +40,19 @@ struct CapturedGraph {
     graph: CudaGraphExec,
 }
 
-/// A TensorRT engine ready to run on host tensors.
+/// A TensorRT engine ready to run on host tensors: the session behind a lock, since
+/// one execution context runs one inference at a time (threads sharing the backend
+/// take turns; load one engine per thread for concurrent streams).
 pub struct TensorRtBackend {
+    session: std::sync::Mutex<TrtSession>,
+    inputs: Vec<TensorInfo>,
+    outputs: Vec<TensorInfo>,
+    preferred: HashMap<String, Vec<usize>>,
+    source: PathBuf,
+}
+
+/// The engine's execution context with its device buffers and timing state.
+struct TrtSession {
     // Field order is drop order: TensorRT and CUDA objects before the device.
     graph: Option<CapturedGraph>,
     context: trt::Context,
@@ -62,17 +73,28 @@ impl std::fmt::Debug for TensorRtBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TensorRtBackend")
             .field("source", &self.source)
-            .field("description", &self.description)
+            .field("description", &self.description())
             .finish()
     }
 }
 
 impl TensorRtBackend {
+    /// The session, whichever thread last panicked while holding it (its state is
+    /// rebuilt per call).
+    fn session(&self) -> std::sync::MutexGuard<'_, TrtSession> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Why CUDA graph replay was turned off, if capture failed for this engine.
+    pub fn graph_failure(&self) -> Option<String> {
+        self.session().graph_failure.clone()
+    }
+
     /// Deserializes the plan at `path` on device `options.device`.
     pub fn load_plan(path: &Path, options: &LoadOptions) -> Result<TensorRtBackend, RuntimeError> {
         let plan = std::fs::read(path).map_err(|e| RuntimeError::io(path, e))?;
         let device = CudaDevice::new(options.device)?;
-        TensorRtBackend::from_plan(device, &plan, path, options.cuda_graph)
+        TrtSession::from_plan(device, &plan, path, options.cuda_graph).map(TensorRtBackend::new)
     }
 
     /// Builds the ONNX model at `path` in memory with `options.build`, then loads it.
@@ -83,15 +105,28 @@ impl TensorRtBackend {
         let mut build = options.build.clone();
         build.device = options.device;
         let built = super::builder::build_plan(path, &build)?;
-        TensorRtBackend::from_plan(built.device, &built.plan, path, options.cuda_graph)
+        TrtSession::from_plan(built.device, &built.plan, path, options.cuda_graph)
+            .map(TensorRtBackend::new)
     }
 
+    fn new(session: TrtSession) -> TensorRtBackend {
+        TensorRtBackend {
+            inputs: session.inputs.clone(),
+            outputs: session.outputs.clone(),
+            preferred: session.preferred.clone(),
+            source: session.source.clone(),
+            session: std::sync::Mutex::new(session),
+        }
+    }
+}
+
+impl TrtSession {
     fn from_plan(
         device: CudaDevice,
         plan: &[u8],
         source: &Path,
         use_graph: bool,
-    ) -> Result<TensorRtBackend, RuntimeError> {
+    ) -> Result<TrtSession, RuntimeError> {
         device.bind()?;
         let trt_error = |op: &str| {
             let op = format!("{op} {}", source.display());
@@ -150,7 +185,7 @@ impl TensorRtBackend {
             info.compute_capability_string(),
             info.ordinal
         );
-        Ok(TensorRtBackend {
+        Ok(TrtSession {
             graph: None,
             context,
             buffers: HashMap::new(),
@@ -165,11 +200,6 @@ impl TensorRtBackend {
             source: source.to_path_buf(),
             device,
         })
-    }
-
-    /// Why CUDA graph replay was turned off, if capture failed for this engine.
-    pub fn graph_failure(&self) -> Option<&str> {
-        self.graph_failure.as_deref()
     }
 
     fn trt_error(&self, op: String) -> impl Fn(trt::TrtError) -> RuntimeError {
@@ -213,25 +243,13 @@ impl TensorRtBackend {
     }
 }
 
-impl InferBackend for TensorRtBackend {
-    fn kind(&self) -> BackendKind {
-        BackendKind::TensorRt
-    }
-
+impl TrtSession {
     fn description(&self) -> String {
         match (&self.graph_failure, self.use_graph) {
             (Some(why), _) => format!("{} [CUDA graph off: {why}]", self.description),
             (None, true) => format!("{} [CUDA graph]", self.description),
             (None, false) => self.description.clone(),
         }
-    }
-
-    fn inputs(&self) -> &[TensorInfo] {
-        &self.inputs
-    }
-
-    fn outputs(&self) -> &[TensorInfo] {
-        &self.outputs
     }
 
     fn infer(&mut self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
@@ -304,9 +322,31 @@ impl InferBackend for TensorRtBackend {
         self.last_device_ms = Some(self.timer.elapsed_ms()?);
         Ok(results)
     }
+}
+
+impl InferBackend for TensorRtBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::TensorRt
+    }
+
+    fn description(&self) -> String {
+        self.session().description()
+    }
+
+    fn inputs(&self) -> &[TensorInfo] {
+        &self.inputs
+    }
+
+    fn outputs(&self) -> &[TensorInfo] {
+        &self.outputs
+    }
+
+    fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
+        self.session().infer(inputs)
+    }
 
     fn last_device_time_ms(&self) -> Option<f64> {
-        self.last_device_ms
+        self.session().last_device_ms
     }
 
     fn preferred_input_shape(&self, name: &str) -> Option<Vec<usize>> {
@@ -314,7 +354,7 @@ impl InferBackend for TensorRtBackend {
     }
 }
 
-impl Drop for TensorRtBackend {
+impl Drop for TrtSession {
     fn drop(&mut self) {
         // TensorRT releases device memory in its destructors: make the context current
         // on this thread first. Errors cannot be reported from drop.
