@@ -12,6 +12,8 @@ python3 -m pip download --quiet --disable-pip-version-check --no-deps silero-vad
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# The TensorRT backend's Rust code type-checks without TensorRT (nothing is linked).
+RTQ_TRT_CHECK_ONLY=1 cargo check -p rtq-runtime --features tensorrt,bench --all-targets --locked
 # The Python package: built and installed as a user would (pip runs maturin), then its
 # pytest suite (it also reads target/debug/rtq, built above, to compare error messages).
 python3 -m pip install --quiet --disable-pip-version-check .
