@@ -147,9 +147,12 @@ def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
             label += ", FP16 elsewhere" if "fp16" in precision else ""
             suffix = "_fp8_fp16" if "fp16" in precision else "_fp8"
         elif method.startswith("int4w"):
-            flags = ["--int4-weights"] + (["--fp16"] if method.endswith("+fp16") else [])
-            label = "rtq INT4 weight-only (AWQ)" + (", FP16 elsewhere" if "fp16" in method else "")
-            suffix = "_int4w_fp16" if "fp16" in method else "_int4w"
+            precision, _, int4_method = method.partition(":")
+            flags = ["--int4-weights"] + (["--fp16"] if precision.endswith("+fp16") else [])
+            flags += ["--int4-method", int4_method] if int4_method else []
+            label = f"rtq INT4 weight-only ({(int4_method or 'default').upper()})"
+            label += ", FP16 elsewhere" if "fp16" in precision else ""
+            suffix = "_int4w_fp16" if "fp16" in precision else "_int4w"
         else:
             flags = ["--int8", "--calib-method", method]
             label = "rtq INT8 default (auto)" if method == "auto" else f"rtq INT8 {method}"
@@ -193,7 +196,8 @@ def bench_args(calib, eval_, seed):
     ap.add_argument("--methods", default=",".join(METHODS),
                     help="rtq INT8 methods to build, comma separated; `fp8` and `fp8+fp16` "
                          "add FP8 E4M3 builds (`fp8:METHOD` names the calibrator), `int4w` "
-                         "and `int4w+fp16` INT4 weight-only builds")
+                         "and `int4w+fp16` INT4 weight-only builds (`int4w+fp16:gptq` names "
+                         "the INT4 method)")
     return ap.parse_args()
 
 

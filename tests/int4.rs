@@ -93,8 +93,11 @@ fn int4_awq_beats_round_to_nearest_at_an_eighth_of_the_weight_bytes() {
     for kind in ["bert", "vit"] {
         let e = encoder(kind);
         let work = tempfile::tempdir().unwrap();
-        let (awq, report, built) =
-            build(&e, &work.path().join("awq"), &["--int4-weights", "--fp16"]);
+        let (awq, report, built) = build(
+            &e,
+            &work.path().join("awq"),
+            &["--int4-weights", "--fp16", "--int4-method", "awq"],
+        );
         let (rtn, _, _) = build(
             &e,
             &work.path().join("rtn"),
@@ -163,13 +166,20 @@ fn int4_gptq_lowers_the_layer_errors_of_awq() {
     for (kind, samples) in [("bert", 32), ("gpt", 128)] {
         let e = encoder_with(kind, samples);
         let work = tempfile::tempdir().unwrap();
-        let (awq, _, _) = build(&e, &work.path().join("awq"), &["--int4-weights", "--fp16"]);
-        // The GPT is built as a user would (the default accuracy target, so the INT4
-        // fallback would keep weights in FP16 if the build missed it).
-        let mut mode = vec!["--int4-weights", "--fp16", "--int4-method", "gptq"];
-        if kind == "gpt" {
-            mode.extend_from_slice(&["--accuracy-target", "cosine=0.99,top1=0.99"]);
-        }
+        let awq_mode = ["--int4-weights", "--fp16", "--int4-method", "awq"];
+        let (awq, _, _) = build(&e, &work.path().join("awq"), &awq_mode);
+        // The GPT is built as a user would: the default method (GPTQ) and the default
+        // accuracy target, so the INT4 fallback would keep weights in FP16 if the build
+        // missed it.
+        let mode = match kind {
+            "gpt" => vec![
+                "--int4-weights",
+                "--fp16",
+                "--accuracy-target",
+                "cosine=0.99,top1=0.99",
+            ],
+            _ => vec!["--int4-weights", "--fp16", "--int4-method", "gptq"],
+        };
         let (gptq, report, built) = build(&e, &work.path().join("gptq"), &mode);
         let (awq_cos, gptq_cos) = (min_cosine(&awq), min_cosine(&gptq));
         let ratio = inspect_against(&built, &e.model)["weight_ratio_vs_baseline"]

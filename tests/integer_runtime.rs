@@ -54,7 +54,7 @@ fn check(model: &Path, stem: &str, name: &str, shape: &[usize]) -> String {
         )
         .unwrap()
     };
-    let (mut integer, mut emulated) = (load(true), load(false));
+    let (integer, emulated) = (load(true), load(false));
     for seed in 0..3 {
         let x = HostTensor::from_f32(name, shape.to_vec(), &input(shape, seed)).unwrap();
         let got = integer.infer(std::slice::from_ref(&x)).unwrap();

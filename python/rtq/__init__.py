@@ -189,7 +189,7 @@ def compile(  # noqa: A001 - the command's name
             ``trt_version="10.1.0"``, ``input_shape=[1, 3, 224, 224]``, ``mean=[...]``,
             ``std=[...]``, ``layout="nhwc"``, ``bgr=True``, ``input_scale=1/255``,
             ``int4_weights=True``, ``int4_block_size=128``,
-            ``int4_method="awq"`` (or ``"gptq"``, ``"rtn"``), ...
+            ``int4_method="gptq"`` (the default; or ``"awq"``, ``"rtn"``), ...
 
     Returns:
         A :class:`CompileResult` with the written paths and the report.

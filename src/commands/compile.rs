@@ -78,7 +78,7 @@ pub struct CompileArgs {
     )]
     pub int4_block_size: usize,
     /// How INT4 weights are rounded: `awq` tunes per-input-channel scales and clip
-    /// ratios on calibration activations (the default with --calib), `gptq` then rounds
+    /// ratios on calibration activations, `gptq` (the default with --calib) then rounds
     /// with GPTQ's error compensation, `rtn` rounds to nearest (the default without).
     #[arg(long, value_name = "METHOD", value_parser = Int4Method::NAMES, requires = "int4_weights")]
     pub int4_method: Option<String>,

@@ -1,17 +1,17 @@
 //! INT4 fallback: when an INT4 weight-only build misses its accuracy target, the fewest
 //! INT4 weights go back to the build's high-precision type. Weights are ranked by their
 //! measured sensitivity: the error of the model with that weight alone in INT4 (with
-//! its AWQ/GPTQ choices, and the build's half type around it), judged against FP32 on
-//! calibration samples; ties go by graph order. A bisection over "keep the k most
-//! sensitive in high precision" then finds the smallest k that meets the target on
-//! calibration samples, as the INT8 fallback does. The weight bytes grow by what the
+//! its AWQ/GPTQ choices, FP32 around it), judged against FP32 on calibration samples;
+//! ties go by graph order. A bisection over "keep the k most sensitive in high
+//! precision" then finds the smallest k that meets the target on calibration samples,
+//! as the INT8 fallback does. The weight bytes grow by what the
 //! reverted weights take in the high-precision type: the report says which they are.
 
 use super::target::error_against_fp32;
 use super::{Build, Transformed};
 use anyhow::{Context, Result};
 use rtq_emit::{AccuracyCheck, AccuracyReport};
-use rtq_passes::quant::{Fp16Pass, Int4Plan, Int4WeightsPass};
+use rtq_passes::quant::{Int4Plan, Int4WeightsPass};
 use rtq_passes::{InferShapes, Pass};
 
 impl Build<'_> {
@@ -67,8 +67,9 @@ impl Build<'_> {
         self.rebuild(reference, calibrated)
     }
 
-    /// The FP32 graph with `plan`'s weights in INT4 (the build's AWQ/GPTQ choices) and
-    /// the build's half type elsewhere, judged against FP32 on calibration samples.
+    /// The FP32 graph with `plan`'s weights in INT4 (the build's AWQ/GPTQ choices), FP32
+    /// elsewhere as the INT8 fallback judges (see `judge_on_calibration`), judged
+    /// against FP32 on calibration samples.
     fn judge_int4(
         &self,
         transformed: &Transformed,
@@ -84,13 +85,6 @@ impl Build<'_> {
             .run(&mut graph)
             .and_then(|_| InferShapes.run(&mut graph))
             .with_context(|| format!("INT4 weights for {what}"))?;
-        if self.opts.precision().has_half() {
-            let observed = calibrated.result.as_ref().map_or(&[][..], |r| &r.stats[..]);
-            Fp16Pass::new(self.fp16_options(observed))
-                .run(&mut graph)
-                .and_then(|_| InferShapes.run(&mut graph))
-                .with_context(|| format!("half precision around {what}"))?;
-        }
         let outputs = self.selection_outputs(transformed)?;
         outputs.compare(&graph, set, what)
     }

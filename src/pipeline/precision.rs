@@ -143,9 +143,9 @@ impl Build<'_> {
         }
         if let Some(summary) = int4.as_ref().and_then(Int4WeightsPass::summary) {
             let mut json = serde_json::to_value(summary)?;
-            json["method"] = match (awq_layers.is_empty(), self.opts.int4_method) {
+            json["method"] = match (awq_layers.is_empty(), self.int4_method()) {
                 (true, _) => "round-to-nearest".into(),
-                (false, Some(Int4Method::Gptq)) => {
+                (false, Int4Method::Gptq) => {
                     "gptq (awq's input-channel scales and clip ratios, then error-compensating \
                      rounding)"
                         .into()
@@ -245,6 +245,12 @@ impl Build<'_> {
         Ok(found)
     }
 
+    /// The INT4 method: the user's, or GPTQ (which keeps AWQ's rounding on the layers
+    /// where it does not lower the output error, or sees too few activation rows).
+    fn int4_method(&self) -> Int4Method {
+        self.opts.int4_method.unwrap_or(Int4Method::Gptq)
+    }
+
     /// AWQ's per-node input scales and clip ratios, measured on the calibration files,
     /// and with `--int4-method gptq` GPTQ's values (none: round to nearest, without data
     /// or with `--int4-method rtn`).
@@ -257,7 +263,7 @@ impl Build<'_> {
         let Some(set) = calibrated.set.as_ref() else {
             return Ok((HashMap::new(), Vec::new()));
         };
-        let method = self.opts.int4_method.unwrap_or(Int4Method::Awq);
+        let method = self.int4_method();
         if method == Int4Method::Rtn || calibrated.calib_files.is_empty() {
             return Ok((HashMap::new(), Vec::new()));
         }

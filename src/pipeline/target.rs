@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use rtq_calib::CalibMethod;
 use rtq_emit::{AccuracyCheck, AccuracyReport, MethodTrial};
 use rtq_ir::ValueId;
-use rtq_passes::quant::{Fp16Pass, Int8BodiesPass, Int8Plan, Int8QdqPass};
+use rtq_passes::quant::{Int8BodiesPass, Int8Plan, Int8QdqPass};
 use rtq_passes::{InferShapes, Pass};
 use std::collections::{BTreeMap, HashMap};
 
@@ -202,8 +202,10 @@ impl Build<'_> {
     }
 
     /// The FP32 graph quantized per `plan` with `ranges` (and inside the bodies but for
-    /// the nodes in `bodies`; `None`: bodies in float), converted to half precision
-    /// where the build is mixed, judged against FP32 on the last [`SELECTION_FILES`]
+    /// the nodes in `bodies`; `None`: bodies in float), FP32 elsewhere even in mixed
+    /// builds (judged with their half type, a candidate inherits the half type's own
+    /// error: where that alone misses the target on the judging files, every node would
+    /// be reverted for nothing), judged against FP32 on the last [`SELECTION_FILES`]
     /// calibration files: how the method search and the fallback compare candidates
     /// without touching the held-out files.
     pub(super) fn judge_on_calibration(
@@ -230,15 +232,6 @@ impl Build<'_> {
             Int8BodiesPass::new(&body_ranges, self.body_options(reverted))
                 .run(&mut graph)
                 .with_context(|| format!("quantizing the bodies with the {what} ranges"))?;
-        }
-        // A mixed build is judged as it will run: FP16 (or BF16) around the Q/DQ, whose
-        // rounding adds to the quantization error.
-        if self.opts.precision().has_half() {
-            let observed = calibrated.result.as_ref().map_or(&[][..], |r| &r.stats[..]);
-            Fp16Pass::new(self.fp16_options(observed))
-                .run(&mut graph)
-                .and_then(|_| InferShapes.run(&mut graph))
-                .with_context(|| format!("converting the {what} candidate to half precision"))?;
         }
         let outputs = self.selection_outputs(transformed)?;
         debug_assert_eq!(outputs.files(), files);
