@@ -38,6 +38,13 @@ pub struct BenchArgs {
     /// kernels, e.g. to measure what the integer kernels gain.
     #[arg(long)]
     pub float_qdq: bool,
+    /// After the timed runs, profile every layer over separate runs (CPU backend) and
+    /// print the times by op type and the slowest layers (trtexec's --dumpProfile).
+    #[arg(long)]
+    pub profile: bool,
+    /// Profiled runs with --profile.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub profile_runs: u32,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -85,6 +92,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         iterations: args.iterations,
         min_duration: Duration::from_secs_f64(args.duration),
         batch_size: args.batch,
+        profile_runs: if args.profile { args.profile_runs } else { 0 },
     };
     let report = run_benchmark(&engine, &inputs, &bench)?;
     if let Some(path) = &args.export_json {

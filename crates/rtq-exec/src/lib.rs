@@ -26,6 +26,7 @@ mod error;
 mod feeds;
 mod float;
 mod fp8;
+mod fuse;
 mod gemm;
 pub mod igemm;
 mod int4;
@@ -41,6 +42,7 @@ mod simd;
 mod strided;
 
 pub use error::ExecError;
+pub use fuse::fuse_activations;
 pub use lower::lower_to_integer;
 pub use nested::{BodyScope, NestedObserver};
 pub use ops::integer::INTEGER_DOMAIN;

@@ -9,6 +9,7 @@ use rtq_ir::{Graph, Node, Tensor, ValueId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Where a step reads a value from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -268,7 +269,24 @@ impl Plan {
     /// being injected into the pool and waited for from outside, which costs two
     /// thread switches per loop.
     pub fn run(&self, feeds: &[(String, Tensor)]) -> Result<Vec<Tensor>, ExecError> {
-        rayon::scope(|_| self.execute(feeds, Sink::None))
+        rayon::scope(|_| self.execute(feeds, Sink::None, None))
+    }
+
+    /// Same as [`Plan::run`], also timing every node: `times[i]` is the wall time of
+    /// the `i`-th node of [`Plan::nodes`] (its kernel alone, not the bookkeeping
+    /// around it).
+    pub fn run_profiled(
+        &self,
+        feeds: &[(String, Tensor)],
+    ) -> Result<(Vec<Tensor>, Vec<Duration>), ExecError> {
+        let mut times = vec![Duration::ZERO; self.steps.len()];
+        let outputs = rayon::scope(|_| self.execute(feeds, Sink::None, Some(&mut times)))?;
+        Ok((outputs, times))
+    }
+
+    /// The nodes the plan executes, in execution order.
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.steps.iter().map(|s| &s.node)
     }
 
     /// Same as [`Plan::run`], calling `observe(value_id, &tensor)` for every fed input
@@ -284,7 +302,7 @@ impl Plan {
         feeds: &[(String, Tensor)],
         observe: &mut Observer<'_>,
     ) -> Result<Vec<Tensor>, ExecError> {
-        self.execute(feeds, Sink::Flat(observe))
+        self.execute(feeds, Sink::Flat(observe), None)
     }
 
     /// Same as [`Plan::run_observed`], and also reports the values computed inside
@@ -304,7 +322,7 @@ impl Plan {
             scopes: Vec::new(),
             observer: &observer,
         };
-        self.execute(feeds, Sink::Nested(&nested))
+        self.execute(feeds, Sink::Nested(&nested), None)
     }
 
     /// Runs a control-flow body of the graph `nested` observes, observed as that body.
@@ -313,20 +331,22 @@ impl Plan {
         feeds: &[(String, Tensor)],
         nested: &Nested<'_>,
     ) -> Result<Vec<Tensor>, ExecError> {
-        self.execute(feeds, Sink::Nested(nested))
+        self.execute(feeds, Sink::Nested(nested), None)
     }
 
     fn execute(
         &self,
         feeds: &[(String, Tensor)],
         mut observe: Sink<'_, '_, '_>,
+        mut times: Option<&mut [Duration]>,
     ) -> Result<Vec<Tensor>, ExecError> {
         let mut slots: Vec<Option<Held<'_>>> = Vec::with_capacity(self.slot_values.len());
         slots.resize_with(self.slot_values.len(), || None);
 
         self.bind_feeds(feeds, &mut slots, &mut observe)?;
 
-        for step in &self.steps {
+        for (index, step) in self.steps.iter().enumerate() {
+            let started = times.is_some().then(Instant::now);
             let outs = {
                 let mut ins: Vec<Option<&Tensor>> = Vec::with_capacity(step.inputs.len());
                 for src in &step.inputs {
@@ -344,6 +364,9 @@ impl Plan {
                 let memo = step.memo_ok.then_some(&step.memo);
                 run_kernel(step.kernel, &step.node, &ins, memo, observe.nested())?
             };
+            if let (Some(times), Some(started)) = (times.as_deref_mut(), started) {
+                times[index] += started.elapsed();
+            }
             for (&slot, t) in step.outputs.iter().zip(outs) {
                 let t = Arc::new(t);
                 observe.observe(self.slot_values[slot], &t);

@@ -1,6 +1,6 @@
 //! The interface every execution backend implements, and the backend kinds.
 
-use crate::{HostTensor, RuntimeError, TensorInfo};
+use crate::{HostTensor, LayerTime, RuntimeError, TensorInfo};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -54,6 +54,14 @@ pub trait InferBackend: Send + Sync {
     /// calls from several threads, "last" is whichever finished last.
     fn last_device_time_ms(&self) -> Option<f64> {
         None
+    }
+
+    /// Runs one inference timing every layer, in execution order; `None` when the
+    /// backend cannot (the default). A profiled run is slower than a plain one by the
+    /// timing itself: compare layers with each other, not with [`InferBackend::infer`].
+    fn profile(&self, inputs: &[HostTensor]) -> Result<Option<Vec<LayerTime>>, RuntimeError> {
+        let _ = inputs;
+        Ok(None)
     }
 
     /// A preferred concrete shape for input `name` when its shape is dynamic (e.g. the

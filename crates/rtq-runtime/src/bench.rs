@@ -7,10 +7,12 @@
 //! with CUDA events (trtexec's "GPU Compute Time").
 
 mod inputs;
+mod profile;
 mod report;
 mod stats;
 
 pub use inputs::{make_inputs, make_inputs_for, resolve_shape, InputFill, InputSpec};
+pub use profile::{LayerProfile, Profile};
 pub use report::BenchReport;
 pub use stats::{percentile, LatencyStats};
 
@@ -30,6 +32,9 @@ pub struct BenchOptions {
     pub min_duration: Duration,
     /// Samples per inference (the batch dimension), for samples/s.
     pub batch_size: usize,
+    /// Profiled runs after the timed ones (per-layer times, trtexec's `--dumpProfile`
+    /// with `--separateProfileRun`); 0: none.
+    pub profile_runs: u32,
 }
 
 impl Default for BenchOptions {
@@ -41,6 +46,7 @@ impl Default for BenchOptions {
             iterations: 10,
             min_duration: Duration::from_secs(3),
             batch_size: 1,
+            profile_runs: 0,
         }
     }
 }
@@ -94,6 +100,13 @@ pub fn run_benchmark(
             model: engine.source().display().to_string(),
             message: "no latency sample was measured".into(),
         })?;
+    let mut profiled = Vec::new();
+    for _ in 0..options.profile_runs {
+        match engine.profile(inputs)? {
+            Some(layers) => profiled.push(layers),
+            None => break,
+        }
+    }
     let throughput = if total > 0.0 {
         host_ms.len() as f64 / total
     } else {
@@ -114,5 +127,6 @@ pub fn run_benchmark(
         device_compute_ms: (device_ms.len() == host_ms.len())
             .then(|| LatencyStats::from_samples(&device_ms))
             .flatten(),
+        profile: Profile::from_runs(&profiled),
     })
 }

@@ -2,7 +2,7 @@
 
 use crate::backend::{BackendKind, InferBackend};
 use crate::validate::match_inputs;
-use crate::{DataType, HostTensor, RuntimeError, TensorInfo};
+use crate::{DataType, HostTensor, LayerTime, RuntimeError, TensorInfo};
 use rtq_exec::Plan;
 use rtq_ir::{DType, Dim, Graph, Tensor};
 use std::path::{Path, PathBuf};
@@ -100,13 +100,17 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
-/// Folds every constant subgraph of `graph` (no size limit: the result is held once, as
-/// the executor would hold it at every run) and drops what no longer has a reader.
-fn fold_constants(graph: &mut Graph) -> Result<(), rtq_passes::PassError> {
-    use rtq_passes::Pass;
-    rtq_passes::ConstantFolding::new(usize::MAX).run(graph)?;
-    rtq_passes::DeadCodeElimination.run(graph)?;
-    Ok(())
+/// rtq's standard optimisation passes (as `rtq compile` runs them, like onnxruntime's
+/// graph optimisations at session creation): identity removal, constant folding with
+/// no size limit (the result is held once, as the executor would hold it at every
+/// run), BatchNormalization and per-channel Mul/Add folded into the Conv before them,
+/// dead-code elimination.
+fn optimize(graph: &mut Graph) -> Result<(), rtq_passes::PassError> {
+    let options = rtq_passes::OptimizeOptions {
+        fold_size_limit: usize::MAX,
+        ..Default::default()
+    };
+    rtq_passes::optimize(graph, &options).map(|_| ())
 }
 
 impl CpuBackend {
@@ -129,7 +133,8 @@ impl CpuBackend {
         } else {
             0
         };
-        fold_constants(&mut graph).map_err(|e| failed(e.to_string()))?;
+        rtq_exec::fuse_activations(&mut graph);
+        optimize(&mut graph).map_err(|e| failed(e.to_string()))?;
         let mut backend = CpuBackend::from_graph(&graph, path)?;
         backend.integer_ops = integer_ops;
         Ok(backend)
@@ -200,8 +205,42 @@ impl InferBackend for CpuBackend {
     }
 
     fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
-        let ordered = match_inputs(&self.inputs, inputs)?;
-        let feeds = ordered
+        let feeds = self.feeds(inputs)?;
+        let results = self
+            .plan
+            .run(&feeds)
+            .map_err(|e| self.execution_error(e.to_string()))?;
+        self.outputs_of(results)
+    }
+
+    fn profile(&self, inputs: &[HostTensor]) -> Result<Option<Vec<LayerTime>>, RuntimeError> {
+        let feeds = self.feeds(inputs)?;
+        let (_, times) = self
+            .plan
+            .run_profiled(&feeds)
+            .map_err(|e| self.execution_error(e.to_string()))?;
+        Ok(Some(
+            self.plan
+                .nodes()
+                .zip(times)
+                .map(|(node, t)| LayerTime {
+                    name: node.name.clone(),
+                    op: if node.domain.is_empty() {
+                        node.op_type.clone()
+                    } else {
+                        format!("{}::{}", node.domain, node.op_type)
+                    },
+                    ms: t.as_secs_f64() * 1e3,
+                })
+                .collect(),
+        ))
+    }
+}
+
+impl CpuBackend {
+    /// `inputs` as the executor's feeds, in the model's order.
+    fn feeds(&self, inputs: &[HostTensor]) -> Result<Vec<(String, Tensor)>, RuntimeError> {
+        match_inputs(&self.inputs, inputs)?
             .into_iter()
             .map(|t| {
                 let dtype = to_ir(t.dtype()).ok_or_else(|| {
@@ -214,11 +253,11 @@ impl InferBackend for CpuBackend {
                     .map_err(|e| RuntimeError::tensor(&t.name, e.to_string()))?;
                 Ok((t.name.clone(), tensor))
             })
-            .collect::<Result<Vec<_>, RuntimeError>>()?;
-        let results = self
-            .plan
-            .run(&feeds)
-            .map_err(|e| self.execution_error(e.to_string()))?;
+            .collect()
+    }
+
+    /// The executor's `results` as host tensors named after the graph outputs.
+    fn outputs_of(&self, results: Vec<Tensor>) -> Result<Vec<HostTensor>, RuntimeError> {
         let names = self.plan.output_names();
         if results.len() != names.len() {
             return Err(self.execution_error(format!(

@@ -2,7 +2,7 @@
 
 use crate::backend::{BackendKind, InferBackend};
 use crate::options::{Backend, LoadOptions, ModelFormat};
-use crate::{HostTensor, RuntimeError, TensorInfo};
+use crate::{HostTensor, LayerTime, RuntimeError, TensorInfo};
 use std::path::{Path, PathBuf};
 
 /// A model loaded for inference. `Send + Sync`: threads may share one engine (see
@@ -97,6 +97,12 @@ impl Engine {
     /// parallel, the TensorRT backend one after the other on its execution context.
     pub fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
         self.backend.infer(inputs)
+    }
+
+    /// Runs one inference timing every layer; `None` where the backend cannot (see
+    /// [`InferBackend::profile`]).
+    pub fn profile(&self, inputs: &[HostTensor]) -> Result<Option<Vec<LayerTime>>, RuntimeError> {
+        self.backend.profile(inputs)
     }
 
     /// The backend kind running the model.

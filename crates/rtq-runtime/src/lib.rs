@@ -44,6 +44,7 @@ mod error;
 mod fsutil;
 mod info;
 mod options;
+mod profile;
 mod tensor;
 #[cfg(any(feature = "cpu", feature = "tensorrt"))]
 mod validate;
@@ -54,6 +55,7 @@ pub use engine::Engine;
 pub use error::RuntimeError;
 pub use info::TensorInfo;
 pub use options::{Backend, LoadOptions, ModelFormat};
+pub use profile::LayerTime;
 pub use tensor::HostTensor;
 
 /// The runtime's version (the rtq workspace version).

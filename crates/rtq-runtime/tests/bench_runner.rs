@@ -82,6 +82,7 @@ fn runs_the_minimum_iterations_after_warmup() {
         iterations: 10,
         min_duration: Duration::ZERO,
         batch_size: 4,
+        profile_runs: 0,
     };
     let report = run_benchmark(&engine, &input(), &options).unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 13);
@@ -110,6 +111,7 @@ fn runs_until_the_minimum_duration() {
         iterations: 1,
         min_duration: Duration::from_millis(60),
         batch_size: 1,
+        profile_runs: 0,
     };
     let report = run_benchmark(&engine, &input(), &options).unwrap();
     assert!(report.total_time_s >= 0.06, "{}", report.total_time_s);
@@ -131,6 +133,7 @@ fn inference_errors_stop_the_benchmark() {
         iterations: 10,
         min_duration: Duration::ZERO,
         batch_size: 1,
+        profile_runs: 0,
     };
     let err = run_benchmark(&engine, &input(), &options).unwrap_err();
     assert_eq!(err.to_string(), "scripted: call 5 failed");

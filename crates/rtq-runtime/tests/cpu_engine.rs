@@ -99,6 +99,7 @@ fn benchmarks_the_cpu_backend() {
         iterations: 25,
         min_duration: Duration::ZERO,
         batch_size: 8,
+        profile_runs: 3,
     };
     let report = run_benchmark(&engine, &inputs, &options).unwrap();
     assert_eq!(report.iterations, 25);
@@ -109,6 +110,14 @@ fn benchmarks_the_cpu_backend() {
     assert!(report.latency_ms.median <= report.latency_ms.p99);
     assert!(report.latency_ms.p99 <= report.latency_ms.max);
     assert!(report.device_compute_ms.is_none());
+    // Every node of the MLP profiled, in execution order, over the 3 profiled runs.
+    let profile = report.profile.as_ref().expect("the CPU backend profiles");
+    assert_eq!(profile.runs, 3);
+    let ops: Vec<&str> = profile.layers.iter().map(|l| l.op.as_str()).collect();
+    assert!(ops.contains(&"Gemm") || ops.contains(&"MatMul"), "{ops:?}");
+    assert!(profile.layers.iter().all(|l| l.mean_ms >= 0.0));
+    assert!((profile.layers.iter().map(|l| l.percent).sum::<f64>() - 100.0).abs() < 1e-6);
+    assert!(report.to_text().contains("=== Profile (3 runs"));
     let expected_ips = 25.0 / report.total_time_s;
     assert!((report.throughput_inferences_per_s - expected_ips).abs() < 1e-6 * expected_ips);
     assert!((report.throughput_samples_per_s - 8.0 * expected_ips).abs() < 1e-6 * expected_ips);

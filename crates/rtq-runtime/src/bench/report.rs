@@ -1,5 +1,6 @@
 //! The benchmark report and its text and JSON forms.
 
+use super::profile::Profile;
 use super::stats::LatencyStats;
 use crate::backend::BackendKind;
 use serde::{Deserialize, Serialize};
@@ -32,6 +33,9 @@ pub struct BenchReport {
     pub latency_ms: LatencyStats,
     /// Device compute time per inference, in ms (GPU backends).
     pub device_compute_ms: Option<LatencyStats>,
+    /// Per-layer times from separate profiled runs (`profile_runs`; backends that can).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
 }
 
 impl BenchReport {
@@ -63,6 +67,9 @@ impl BenchReport {
             "Total Host Walltime: {:.5} s ({} iterations; warm-up: {} iterations in {:.5} s)\n",
             self.total_time_s, self.iterations, self.warmup_iterations, self.warmup_time_s
         ));
+        if let Some(profile) = &self.profile {
+            out.push_str(&profile.to_text(15));
+        }
         out
     }
 }
@@ -92,6 +99,7 @@ mod tests {
             throughput_samples_per_s: 3200.0,
             latency_ms: stats,
             device_compute_ms: device.then_some(stats),
+            profile: None,
         }
     }
 
