@@ -23,13 +23,50 @@ fn input(shape: &[usize], seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Builds `model` in INT8 (entropy, calibrated on `shape` inputs) and checks the
-/// integer-kernel run against the float emulation on three inputs; returns the
-/// integer-kernel engine's description.
-fn check(model: &Path, stem: &str, name: &str, shape: &[usize]) -> String {
+/// A page-like input of `shape` ([1, 3, H, W], PP-OCR's normalization: white 1.0,
+/// black -1.0): a light, slightly noisy background with dark text-line-sized bars, so
+/// that a text detector's output is a real probability map (on noise it is ~1e-6
+/// everywhere, where any rounding difference is a large relative one).
+fn page(shape: &[usize], seed: u64) -> Vec<f32> {
+    let (h, w) = (shape[2], shape[3]);
+    let noise = input(shape, seed);
+    let mut v: Vec<f32> = noise.iter().map(|n| 0.9 + 0.02 * n).collect();
+    let mut s = seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+    let mut next = |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 33) as usize % n.max(1)
+    };
+    for _ in 0..6 {
+        let (bh, bw) = (4 + next(6), 16 + next(w / 2));
+        let (y0, x0) = (next(h - bh), next(w - bw.min(w - 1)));
+        for c in 0..3 {
+            for y in y0..y0 + bh {
+                for x in x0..(x0 + bw).min(w) {
+                    v[(c * h + y) * w + x] = -0.8 + 0.02 * noise[(c * h + y) * w + x];
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Builds `model` in INT8 (entropy, calibrated on `shape` inputs made by `make`) and
+/// checks the integer-kernel run against the float emulation on three more; returns
+/// the integer-kernel engine's description.
+fn check(
+    model: &Path,
+    stem: &str,
+    name: &str,
+    shape: &[usize],
+    make: fn(&[usize], u64) -> Vec<f32>,
+) -> String {
     let calib = tempfile::tempdir().unwrap();
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    make_inputs(calib.path(), &dims.join("x"), 6, 2);
+    for seed in 0..6 {
+        let file = calib.path().join(format!("s{seed}.npy"));
+        rtq_test_support::write_npy_f32(&file, shape, &make(shape, 100 + seed));
+    }
     let out = tempfile::tempdir().unwrap();
     compile_ok(
         model,
@@ -56,7 +93,7 @@ fn check(model: &Path, stem: &str, name: &str, shape: &[usize]) -> String {
     };
     let (integer, emulated) = (load(true), load(false));
     for seed in 0..3 {
-        let x = HostTensor::from_f32(name, shape.to_vec(), &input(shape, seed)).unwrap();
+        let x = HostTensor::from_f32(name, shape.to_vec(), &make(shape, seed)).unwrap();
         let got = integer.infer(std::slice::from_ref(&x)).unwrap();
         let want = emulated.infer(&[x]).unwrap();
         for (g, w) in got.iter().zip(&want) {
@@ -91,7 +128,7 @@ fn uses_integer_kernels(description: &str) {
 
 #[test]
 fn bundled_model_integer_kernels_match_the_float_emulation() {
-    let d = check(&demo_model(), "tinyresnet", "input", &[1, 3, 32, 32]);
+    let d = check(&demo_model(), "tinyresnet", "input", &[1, 3, 32, 32], input);
     uses_integer_kernels(&d);
 }
 
@@ -106,13 +143,14 @@ fn pp_ocr_models_integer_kernels_match_the_float_emulation() {
             "ch_ppocr_mobile_v2.0_cls_infer",
             "x",
             &[1, 3, 48, 192],
+            input,
         );
         uses_integer_kernels(&d);
     }
     if let Some(det) =
         python_package_path("rapidocr_onnxruntime", "models/ch_PP-OCRv4_det_infer.onnx")
     {
-        let d = check(&det, "ch_PP-OCRv4_det_infer", "x", &[1, 3, 96, 96]);
+        let d = check(&det, "ch_PP-OCRv4_det_infer", "x", &[1, 3, 96, 96], page);
         uses_integer_kernels(&d);
     }
 }

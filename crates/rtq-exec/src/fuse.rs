@@ -1,15 +1,18 @@
 //! Activation fusion at load: decomposed activations a graph spells out op by op
-//! become the one op the executor runs in a single pass over memory (as onnxruntime's
-//! graph optimizations fuse them at session creation).
+//! become one op of rtq's own domain that the executor runs in a single pass over
+//! memory (as onnxruntime's graph optimizations fuse them at session creation),
+//! computing the same f32 operations in the same order: the result is bit for bit the
+//! graph's (see [`crate::ops::fused`]).
 //!
 //! * HardSwish: `Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6)` (PaddlePaddle's and many
-//!   exporters' form; the Mul's operands in either order, or the Div written as a Mul by
-//!   1/6) → `HardSwish(x)`. The intermediate values must have no other reader. The
-//!   result differs from the decomposed arithmetic by f32 rounding only.
+//!   exporters' form; the Mul's operands in either order, or the Div written as a Mul
+//!   by a constant) on float32 → `DecomposedHardSwish(x)`. The intermediate values must
+//!   have no other reader.
 //!
-//! The fused ops need no opset check: the rewritten graph is executed, never written.
+//! The rewritten graph is executed, never written.
 
-use rtq_ir::{Graph, NodeId, ValueId};
+use crate::ops::integer::INTEGER_DOMAIN;
+use rtq_ir::{Attr, DType, Graph, NodeId, ValueId};
 
 /// Rewrites every decomposed activation of `graph` (not inside control-flow bodies);
 /// returns how many were fused. The nodes they replace are left for dead-code
@@ -17,12 +20,15 @@ use rtq_ir::{Graph, NodeId, ValueId};
 pub fn fuse_activations(graph: &mut Graph) -> usize {
     let mut fused = 0;
     for id in graph.node_ids() {
-        if let Some(x) = hard_swish(graph, id) {
+        if let Some((x, scale, divide)) = hard_swish(graph, id) {
             let node = graph.node_mut(id);
-            node.op_type = "HardSwish".into();
-            node.domain.clear();
+            node.op_type = "DecomposedHardSwish".into();
+            node.domain = INTEGER_DOMAIN.into();
             node.inputs = vec![Some(x)];
             node.attrs.clear();
+            node.attrs.insert("scale".into(), Attr::Float(scale));
+            node.attrs
+                .insert("divide".into(), Attr::Int(i64::from(divide)));
             fused += 1;
         }
     }
@@ -48,15 +54,20 @@ fn sole_producer(graph: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
         .then_some(id)
 }
 
-/// `x` when node `id` ends a decomposed HardSwish of `x`.
-fn hard_swish(graph: &Graph, id: NodeId) -> Option<ValueId> {
+/// (`x`, the final constant, whether it divides) when node `id` ends a decomposed
+/// HardSwish of float32 `x`.
+fn hard_swish(graph: &Graph, id: NodeId) -> Option<(ValueId, f32, bool)> {
     let node = graph.node(id);
     if !node.domain.is_empty() {
         return None;
     }
-    let product = match node.op_type.as_str() {
-        "Div" if scalar(graph, node.input(1)) == Some(6.0) => node.input(0)?,
-        "Mul" if (scalar(graph, node.input(1))? - 1.0 / 6.0).abs() < 1e-7 => node.input(0)?,
+    let (product, scale, divide) = match node.op_type.as_str() {
+        "Div" if scalar(graph, node.input(1)) == Some(6.0) => (node.input(0)?, 6.0, true),
+        "Mul" => {
+            let c = scalar(graph, node.input(1))?;
+            ((c - 1.0 / 6.0).abs() < 1e-7).then_some(())?;
+            (node.input(0)?, c, false)
+        }
         _ => return None,
     };
     let mul = graph.node(sole_producer(graph, product, "Mul")?);
@@ -76,8 +87,8 @@ fn hard_swish(graph: &Graph, id: NodeId) -> Option<ValueId> {
         let shifted = |p: usize, q: usize| {
             add.input(p) == Some(x) && scalar(graph, add.input(q)) == Some(3.0)
         };
-        if shifted(0, 1) || shifted(1, 0) {
-            return Some(x);
+        if (shifted(0, 1) || shifted(1, 0)) && graph.value(x).dtype == Some(DType::F32) {
+            return Some((x, scale, divide));
         }
     }
     None
@@ -152,14 +163,11 @@ mod tests {
             let before = run(&g);
             assert_eq!(fuse_activations(&mut g), 1);
             let ops: Vec<&str> = g.nodes().map(|(_, n)| n.op_type.as_str()).collect();
-            assert!(ops.contains(&"HardSwish"), "{ops:?}");
+            assert!(ops.contains(&"DecomposedHardSwish"), "{ops:?}");
+            // Bit for bit what the four ops compute.
             let after = run(&g);
-            for (a, b) in before.iter().zip(&after) {
-                assert!(
-                    (a - b).abs() <= 1e-6 * a.abs().max(1.0),
-                    "{before:?} vs {after:?}"
-                );
-            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&before), bits(&after));
         }
     }
 

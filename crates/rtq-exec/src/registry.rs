@@ -36,6 +36,7 @@ pub(crate) fn kernel_for(node: &Node) -> Option<Kernel> {
     if node.domain == ops::integer::INTEGER_DOMAIN {
         return ops::integer::KERNELS
             .iter()
+            .chain(ops::fused::KERNELS)
             .find(|(op, _)| *op == node.op_type)
             .map(|&(_, kernel)| kernel);
     }

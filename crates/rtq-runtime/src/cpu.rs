@@ -105,9 +105,22 @@ impl std::fmt::Debug for CpuBackend {
 /// no size limit (the result is held once, as the executor would hold it at every
 /// run), BatchNormalization and per-channel Mul/Add folded into the Conv before them,
 /// dead-code elimination.
+/// A graph with Q/DQ keeps its ops apart from the folding, so that running it with
+/// float-emulated Q/DQ (`integer_kernels` off) computes what the model states op by op.
 fn optimize(graph: &mut Graph) -> Result<(), rtq_passes::PassError> {
+    let quantized = graph
+        .nodes()
+        .any(|(_, n)| matches!(n.op_type.as_str(), "QuantizeLinear" | "DequantizeLinear"));
+    let disabled = match quantized {
+        true => vec![
+            rtq_passes::FoldBatchNorm::NAME.to_string(),
+            rtq_passes::FoldChannelAffine::NAME.to_string(),
+        ],
+        false => Vec::new(),
+    };
     let options = rtq_passes::OptimizeOptions {
         fold_size_limit: usize::MAX,
+        disabled,
         ..Default::default()
     };
     rtq_passes::optimize(graph, &options).map(|_| ())
@@ -133,8 +146,14 @@ impl CpuBackend {
         } else {
             0
         };
-        rtq_exec::fuse_activations(&mut graph);
         optimize(&mut graph).map_err(|e| failed(e.to_string()))?;
+        // After shape inference (fusion needs the element types), then what it left.
+        if rtq_exec::fuse_activations(&mut graph) > 0 {
+            use rtq_passes::Pass;
+            rtq_passes::DeadCodeElimination
+                .run(&mut graph)
+                .map_err(|e| failed(e.to_string()))?;
+        }
         let mut backend = CpuBackend::from_graph(&graph, path)?;
         backend.integer_ops = integer_ops;
         Ok(backend)

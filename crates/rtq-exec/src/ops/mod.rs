@@ -16,6 +16,7 @@ mod conv_transpose;
 mod cumsum;
 mod einsum;
 mod expand;
+pub(crate) mod fused;
 mod gather;
 pub(crate) mod integer;
 mod matmul;

@@ -1,0 +1,36 @@
+//! Fused activations (domain [`INTEGER_DOMAIN`](super::integer::INTEGER_DOMAIN), rtq's
+//! own), made at load by [`crate::fuse_activations`]: one pass over memory computing
+//! exactly the f32 operations of the decomposed graph, in the same order, so the result
+//! is bit for bit what the graph as written computes (a Q/DQ model stays faithful: a
+//! one-ulp change before a QuantizeLinear can move a value by a whole step).
+//!
+//! * `DecomposedHardSwish(x)`, attributes `scale` (f32) and `divide` (0/1):
+//!   `(x * clip(x + 3, 0, 6)) / scale` (or `* scale` when `divide` is 0).
+
+use crate::ctx::OpCtx;
+use crate::float::tensor_from_f32;
+use crate::par;
+use crate::registry::Kernel;
+use crate::ExecError;
+use rtq_ir::{DType, Tensor};
+
+/// Fused kernels by op type.
+pub(crate) const KERNELS: &[(&str, Kernel)] = &[("DecomposedHardSwish", decomposed_hard_swish)];
+
+fn decomposed_hard_swish(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    if x.dtype() != DType::F32 {
+        return Err(ctx.err(format!("takes float32, got {}", x.dtype())));
+    }
+    let scale = ctx.attr_float("scale", 6.0)?;
+    let divide = ctx.attr_int("divide", 1)? != 0;
+    let v = ctx.float_input(0)?;
+    // Clip as the executor's Clip computes it (NaN passes through: `clamp` too). The
+    // common divisor 6 as a literal: the loop then vectorizes (3x faster, measured).
+    let out = match (divide, scale == 6.0) {
+        (true, true) => par::map(&v, |&a| (a * (a + 3.0).clamp(0.0, 6.0)) / 6.0),
+        (true, false) => par::map(&v, |&a| (a * (a + 3.0).clamp(0.0, 6.0)) / scale),
+        (false, _) => par::map(&v, |&a| (a * (a + 3.0).clamp(0.0, 6.0)) * scale),
+    };
+    Ok(vec![tensor_from_f32(DType::F32, x.shape().to_vec(), out)])
+}
