@@ -421,10 +421,8 @@ mod tests {
         assert_eq!(input_scale(&[4.0, 1.0], 0.0), vec![1.0, 1.0]);
     }
 
-    /// A layer whose first input channel carries activations 50x larger than the
-    /// rest: scaling that channel's weights up beats round-to-nearest.
-    #[test]
-    fn an_outlier_channel_is_protected() {
+    /// A 64 x 8 layer (`[K, N]` layout) with deterministic weights in [-0.1, 0.1].
+    fn toy_layer() -> (Int4Site, Vec<f32>) {
         let (k, n) = (64, 8);
         let site = Int4Site {
             node: NodeId(0),
@@ -432,9 +430,18 @@ mod tests {
             n,
             transposed: false,
         };
-        let w: Vec<f32> = (0..k * n)
+        let w = (0..k * n)
             .map(|i| ((i * 7919 % 211) as f32 / 105.0 - 1.0) * 0.1)
             .collect();
+        (site, w)
+    }
+
+    /// A layer whose first input channel carries activations 50x larger than the
+    /// rest: scaling that channel's weights up beats round-to-nearest.
+    #[test]
+    fn an_outlier_channel_is_protected() {
+        let (site, w) = toy_layer();
+        let (k, n) = (site.k, site.n);
         let x: Vec<Vec<f32>> = (0..32)
             .map(|r| {
                 (0..k)
@@ -475,16 +482,8 @@ mod tests {
     /// error, and land in the weight's stored layout (`[N, K]` for Gemm's transB).
     #[test]
     fn gptq_is_kept_where_it_lowers_the_error() {
-        let (k, n) = (64, 8);
-        let site = Int4Site {
-            node: NodeId(0),
-            k,
-            n,
-            transposed: false,
-        };
-        let w: Vec<f32> = (0..k * n)
-            .map(|i| ((i * 7919 % 211) as f32 / 105.0 - 1.0) * 0.1)
-            .collect();
+        let (site, w) = toy_layer();
+        let (k, n) = (site.k, site.n);
         // Three latent factors mixed into every channel, plus a little noise.
         let x: Vec<Vec<f32>> = (0..256)
             .map(|r| {

@@ -41,6 +41,25 @@ fn sample(kind: &str, i: usize, rng: &mut Rng) -> (Vec<usize>, Vec<f32>) {
     (shape, values)
 }
 
+/// Compiles `model` with `mode` (calibrated on `calib`) into `out`, then checks the
+/// built model against `model` on `held_out` (check_model.py's JSON, and its path).
+fn build_and_check(
+    model: &Path,
+    calib: &Path,
+    held_out: &[PathBuf],
+    out: &Path,
+    mode: &[&str],
+) -> (serde_json::Value, PathBuf) {
+    let mut args = mode.to_vec();
+    args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
+    compile_ok(model, out, &args);
+    let built = built_model(out);
+    let mut check: Vec<&Path> = vec![&built, model];
+    check.extend(held_out.iter().map(PathBuf::as_path));
+    let checked = serde_json::from_str(&python("check_model.py", &check)).unwrap();
+    (checked, built)
+}
+
 #[test]
 fn executor_matches_onnxruntime() {
     if skip_python() {
@@ -105,14 +124,7 @@ fn every_mode_builds_control_flow_models() {
             (&["--int8", "--fp16"][..], 0.99),
         ] {
             let out = dir.path().join(format!("{kind}_out{}", mode.join("")));
-            let mut args = mode.to_vec();
-            args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
-            compile_ok(&model, &out, &args);
-            let built = built_model(&out);
-            let mut check: Vec<&Path> = vec![&built, &model];
-            check.extend(held_out.iter().map(PathBuf::as_path));
-            let c: serde_json::Value =
-                serde_json::from_str(&python("check_model.py", &check)).unwrap();
+            let (c, _) = build_and_check(&model, &calib, &held_out, &out, mode);
             let cos = c["cosine_min"].as_f64().unwrap();
             assert!(cos >= floor, "{kind} {mode:?}: cosine {cos} < {floor}: {c}");
             if mode.contains(&"--int8") && kind != "scan" {
@@ -261,13 +273,7 @@ fn weighted_ops_inside_bodies_are_quantized() {
     std::fs::write(&script, QDQ_BY_GRAPH).unwrap();
     for mode in [&["--int8"][..], &["--int8", "--fp16"][..], &["--fp8"][..]] {
         let out = dir.path().join(format!("out{}", mode.join("")));
-        let mut args = mode.to_vec();
-        args.extend_from_slice(&["--calib", calib.to_str().unwrap(), "--quiet"]);
-        compile_ok(&model, &out, &args);
-        let built = built_model(&out);
-        let mut check: Vec<&Path> = vec![&built, &model];
-        check.extend(held_out.iter().map(PathBuf::as_path));
-        let c: serde_json::Value = serde_json::from_str(&python("check_model.py", &check)).unwrap();
+        let (c, built) = build_and_check(&model, &calib, &held_out, &out, mode);
         let cos = c["cosine_min"].as_f64().unwrap();
         assert!(cos >= 0.99, "{mode:?}: cosine {cos}: {c}");
         let by_graph: serde_json::Value = serde_json::from_str(
