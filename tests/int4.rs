@@ -360,49 +360,18 @@ fn int4_refuses_what_it_cannot_do() {
     let out = out.to_str().unwrap();
     let calib = demo_calib();
     let calib = calib.to_str().unwrap();
-    let err = rtq_fails(&[
-        "compile",
-        model,
-        "-o",
-        out,
-        "--int4-weights",
-        "--int8",
-        "--calib",
-        calib,
-    ]);
-    assert!(
-        err.contains("--int4-weights") && err.contains("--int8"),
-        "{err}"
-    );
-    let err = rtq_fails(&[
-        "compile",
-        model,
-        "-o",
-        out,
-        "--int4-weights",
-        "--int4-block-size",
-        "48",
-    ]);
-    assert!(err.contains("48"), "{err}");
-    let err = rtq_fails(&[
-        "compile",
-        model,
-        "-o",
-        out,
-        "--int4-weights",
-        "--int4-method",
-        "awq",
-    ]);
-    assert!(err.contains("--calib"), "{err}");
-    let err = rtq_fails(&[
-        "compile",
-        model,
-        "-o",
-        out,
-        "--int4-weights",
-        "--int4-method",
-        "gptq",
-    ]);
-    assert!(err.contains("gptq") && err.contains("--calib"), "{err}");
+    // (flags after `--int4-weights`, what the message must name)
+    let cases: [(&[&str], &[&str]); 4] = [
+        (&["--int8", "--calib", calib], &["--int4-weights", "--int8"]),
+        (&["--int4-block-size", "48"], &["48"]),
+        (&["--int4-method", "awq"], &["--calib"]),
+        (&["--int4-method", "gptq"], &["gptq", "--calib"]),
+    ];
+    for (flags, named) in cases {
+        let mut args = vec!["compile", model, "-o", out, "--int4-weights"];
+        args.extend_from_slice(flags);
+        let err = rtq_fails(&args);
+        assert!(named.iter().all(|n| err.contains(n)), "{flags:?}: {err}");
+    }
     assert!(!Path::new(out).exists(), "nothing written");
 }
