@@ -387,7 +387,7 @@ fn observe_channels(t: &Tensor, axis: usize, channels: usize, ranges: &mut [f32]
 }
 
 /// `t`'s values as f32: borrowed where they are, converted otherwise.
-fn f32_values(t: &Tensor) -> std::borrow::Cow<'_, [f32]> {
+pub(crate) fn f32_values(t: &Tensor) -> std::borrow::Cow<'_, [f32]> {
     match t.as_f32() {
         Ok(values) => std::borrow::Cow::Borrowed(values),
         Err(_) => std::borrow::Cow::Owned(t.to_f32_vec()),

@@ -47,8 +47,7 @@ impl BodyCalibration {
                     }
                     let body = collectors.entry(scopes.to_vec()).or_default();
                     let collector = body.entry(v).or_insert_with(|| calibrator.collector());
-                    let values = t.to_f32_vec();
-                    if let Err(e) = collector.observe(&values) {
+                    if let Err(e) = collector.observe(&crate::calibrate::f32_values(t)) {
                         let name = body_at(graph, scopes)
                             .map_or(String::new(), |b| b.value(v).name.clone());
                         failed = Some(anyhow::anyhow!(

@@ -9,16 +9,10 @@
 
 mod common;
 
+use common::encoder::{build_encoder, Encoder};
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-struct Encoder {
-    _dir: tempfile::TempDir,
-    model: PathBuf,
-    calib: PathBuf,
-    eval: PathBuf,
-}
 
 fn encoder(kind: &str) -> Encoder {
     encoder_with(kind, 32)
@@ -26,29 +20,7 @@ fn encoder(kind: &str) -> Encoder {
 
 /// `kind` with `calib` calibration samples (and 48 held-out ones).
 fn encoder_with(kind: &str, calib_samples: usize) -> Encoder {
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join(format!("{kind}.onnx"));
-    let calib = dir.path().join("calib");
-    let eval = dir.path().join("eval");
-    let n = calib_samples.to_string();
-    let args = [kind, model.to_str().unwrap(), calib.to_str().unwrap(), &n];
-    python("make_encoder.py", &args);
-    let again = dir.path().join("again.onnx");
-    let args = [
-        kind,
-        again.to_str().unwrap(),
-        eval.to_str().unwrap(),
-        "48",
-        "--sample-seed",
-        "7",
-    ];
-    python("make_encoder.py", &args);
-    Encoder {
-        _dir: dir,
-        model,
-        calib,
-        eval,
-    }
+    common::encoder::encoder(kind, calib_samples, &[])
 }
 
 /// An accuracy target every build meets: the INT4 fallback keeps every weight in INT4.
@@ -61,19 +33,7 @@ fn build(e: &Encoder, out: &Path, mode: &[&str]) -> (Value, Value, PathBuf) {
     if !mode.contains(&"--accuracy-target") {
         args.extend_from_slice(&NO_TARGET);
     }
-    args.extend_from_slice(&["--calib", e.calib.to_str().unwrap(), "--quiet"]);
-    compile_ok(&e.model, out, &args);
-    let built = built_model(out);
-    let checked = python(
-        "check_encoder.py",
-        &[e.model.as_path(), built.as_path(), e.eval.as_path()],
-    );
-    let report = std::fs::read(out.join("report.json")).unwrap();
-    (
-        serde_json::from_str(&checked).unwrap(),
-        serde_json::from_slice(&report).unwrap(),
-        built,
-    )
+    build_encoder(e, out, &args)
 }
 
 fn min_cosine(checked: &Value) -> f64 {

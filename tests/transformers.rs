@@ -9,57 +9,15 @@
 
 mod common;
 
-use common::*;
+use common::encoder::{build_encoder, encoder, Encoder};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// A generated encoder: its directory, model, calibration and held-out samples.
-struct Encoder {
-    _dir: tempfile::TempDir,
-    model: PathBuf,
-    calib: PathBuf,
-    eval: PathBuf,
-}
-
-fn encoder(kind: &str, calib_samples: usize, flags: &[&str]) -> Encoder {
-    let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join(format!("{kind}.onnx"));
-    let calib = dir.path().join("calib");
-    let eval = dir.path().join("eval");
-    let n = calib_samples.to_string();
-    let mut args = vec![kind, model.to_str().unwrap(), calib.to_str().unwrap(), &n];
-    args.extend_from_slice(flags);
-    python("make_encoder.py", &args);
-    // Held-out samples: same model, other inputs.
-    let again = dir.path().join("again.onnx");
-    let mut args = vec![kind, again.to_str().unwrap(), eval.to_str().unwrap(), "48"];
-    args.extend_from_slice(flags);
-    args.extend_from_slice(&["--sample-seed", "7"]);
-    python("make_encoder.py", &args);
-    Encoder {
-        _dir: dir,
-        model,
-        calib,
-        eval,
-    }
-}
+use std::path::Path;
 
 /// Compiles `e` with `mode`, checks the output in onnxruntime; returns the checker's
 /// JSON and the report.
 fn build_and_check(e: &Encoder, out: &Path, mode: &[&str]) -> (Value, Value) {
-    let mut args: Vec<&str> = mode.to_vec();
-    args.extend_from_slice(&["--calib", e.calib.to_str().unwrap(), "--quiet"]);
-    compile_ok(&e.model, out, &args);
-    let built = built_model(out);
-    let checked = python(
-        "check_encoder.py",
-        &[e.model.as_path(), built.as_path(), e.eval.as_path()],
-    );
-    let report = std::fs::read(out.join("report.json")).unwrap();
-    (
-        serde_json::from_str(&checked).unwrap(),
-        serde_json::from_slice(&report).unwrap(),
-    )
+    let (checked, report, _) = build_encoder(e, out, mode);
+    (checked, report)
 }
 
 fn assert_cosine(checked: &Value, at_least: f64, what: &str) {

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use rtq_calib::{AllMethodsCalibrator, CalibMethod, CalibrationCache, CalibrationSet};
 use rtq_emit::TensorRange;
 use rtq_ir::{DType, Graph, QuantGrid, QuantParams, ScaleFormat, ValueId};
-use rtq_passes::quant::{holds_weighted_ops, plan_int8, Int8Options, Int8Plan};
+use rtq_passes::quant::{plan_int8, weighted_ops_in_bodies, Int8Options, Int8Plan};
 use std::collections::BTreeMap;
 
 /// Where a build's ranges come from.
@@ -86,13 +86,6 @@ pub fn split_files(
         calib.truncate(m);
     }
     (calib, (calib_end..total).collect())
-}
-
-/// Whether a control-flow body of `graph` (at any depth) holds a weighted op.
-fn bodies_hold_weighted_ops(graph: &Graph) -> bool {
-    graph
-        .nodes()
-        .any(|(_, n)| n.subgraphs().any(|(_, b)| holds_weighted_ops(b)))
 }
 
 /// Every float activation of `graph` (graph inputs and node outputs), in topological order.
@@ -228,7 +221,7 @@ impl Build<'_> {
         }
         self.files = files;
         let bodies = match (&set, precision.is_quantized() && opts.calib_cache.is_none()) {
-            (Some(set), true) if bodies_hold_weighted_ops(graph) => {
+            (Some(set), true) if weighted_ops_in_bodies(graph) > 0 => {
                 let observed = BodyCalibration::observe(
                     graph,
                     set,

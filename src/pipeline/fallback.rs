@@ -22,6 +22,28 @@ enum Candidate {
     Body(String),
 }
 
+/// The smallest `k` in `0..=n` for which reverting the `k` most sensitive candidates
+/// meets the target (`margin(k) >= 0`), by bisection, assuming `k = n` does; every
+/// judged `(k, margin)` is recorded in `trials`.
+pub(super) fn fewest_to_revert(
+    n: usize,
+    trials: &mut Vec<(usize, f64)>,
+    mut margin: impl FnMut(usize) -> Result<f64>,
+) -> Result<usize> {
+    let (mut passing, mut failing) = (n, 0);
+    while passing - failing > 1 {
+        let k = (passing + failing) / 2;
+        let m = margin(k)?;
+        trials.push((k, m));
+        if m >= 0.0 {
+            passing = k;
+        } else {
+            failing = k;
+        }
+    }
+    Ok(passing)
+}
+
 impl Build<'_> {
     /// Reverts the fewest quantized nodes that bring the build to its target on
     /// calibration samples, then rebuilds and re-judges it on the held-out files.
@@ -42,18 +64,10 @@ impl Build<'_> {
         check.sensitivity = ranked.iter().map(|(c, error)| (name(c), *error)).collect();
         self.lap("sensitivity");
         let ranked: Vec<Candidate> = ranked.into_iter().map(|(c, _)| c).collect();
-        let (mut passing, mut failing) = (ranked.len(), 0);
-        while passing - failing > 1 {
-            let k = (passing + failing) / 2;
+        let passing = fewest_to_revert(ranked.len(), &mut check.fallback_trials, |k| {
             let (plan, bodies) = self.plan_without(graph, &ranked[..k])?;
-            let margin = self.selection_margin(&transformed, &plan, &bodies)?;
-            check.fallback_trials.push((k, margin));
-            if margin >= 0.0 {
-                passing = k;
-            } else {
-                failing = k;
-            }
-        }
+            self.selection_margin(&transformed, &plan, &bodies)
+        })?;
         let reverted = &ranked[..passing];
         let (plan, body_reverted) = self.plan_without(graph, reverted)?;
         check.fallback = reverted.iter().map(name).collect();

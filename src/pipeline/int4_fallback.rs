@@ -7,6 +7,7 @@
 //! as the INT8 fallback does. The weight bytes grow by what the
 //! reverted weights take in the high-precision type: the report says which they are.
 
+use super::fallback::fewest_to_revert;
 use super::target::error_against_fp32;
 use super::{Build, Transformed};
 use anyhow::{Context, Result};
@@ -42,19 +43,11 @@ impl Build<'_> {
         check.sensitivity = ranked.iter().map(|(e, _, n)| (n.clone(), *e)).collect();
         self.lap("int4-sensitivity");
         let ranked: Vec<String> = ranked.into_iter().map(|(_, _, n)| n).collect();
-        let (mut passing, mut failing) = (ranked.len(), 0);
-        while passing - failing > 1 {
-            let k = (passing + failing) / 2;
+        let passing = fewest_to_revert(ranked.len(), &mut check.fallback_trials, |k| {
             let candidate = self.plan_int4(graph, &ranked[..k])?;
             let report = self.judge_int4(&transformed, &candidate, "fallback")?;
-            let margin = self.opts.accuracy_target.margin(&report);
-            check.fallback_trials.push((k, margin));
-            if margin >= 0.0 {
-                passing = k;
-            } else {
-                failing = k;
-            }
-        }
+            Ok(self.opts.accuracy_target.margin(&report))
+        })?;
         check.fallback = ranked[..passing].to_vec();
         check.quantized_nodes = (ranked.len(), ranked.len() - passing);
         self.lap("int4-fallback");

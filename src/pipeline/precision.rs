@@ -10,8 +10,8 @@ use rtq_calib::RangeStats;
 use rtq_emit::QuantSummary;
 use rtq_ir::{DType, Graph, NodeId, ValueId};
 use rtq_passes::quant::{
-    plan_int4, BodiesSummary, BodyRanges, Fp16Options, Fp16Pass, Int4Options, Int4Plan, Int4Tuning,
-    Int4WeightsPass, Int8BodiesPass, Int8QdqPass, INT8_WEIGHTED_OPS,
+    plan_int4, weighted_ops_in_bodies, BodiesSummary, BodyRanges, Fp16Options, Fp16Pass,
+    Int4Options, Int4Plan, Int4Tuning, Int4WeightsPass, Int8BodiesPass, Int8QdqPass,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -315,19 +315,4 @@ fn int8_mac_share(graph: &Graph, plan: &rtq_passes::quant::Int8Plan) -> Option<f
         }
     }
     (total > 0).then(|| int8 as f64 / total as f64)
-}
-
-/// Weighted ops (the ones INT8 quantizes) inside the control-flow bodies of `graph`, at
-/// any depth.
-fn weighted_ops_in_bodies(graph: &rtq_ir::Graph) -> usize {
-    fn count(graph: &rtq_ir::Graph, inside: bool) -> usize {
-        graph
-            .nodes()
-            .map(|(_, n)| {
-                let own = usize::from(inside && INT8_WEIGHTED_OPS.contains(&n.op_type.as_str()));
-                own + n.subgraphs().map(|(_, b)| count(b, true)).sum::<usize>()
-            })
-            .sum()
-    }
-    count(graph, false)
 }

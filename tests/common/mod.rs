@@ -1,6 +1,7 @@
 //! Helpers shared by rtq's integration tests.
 #![allow(dead_code)]
 
+pub mod encoder;
 pub mod manifest;
 
 use rtq_test_support::run_python;

@@ -19,8 +19,11 @@ use rtq_ir::{Attr, DType, Graph, NodeId, ValueId};
 /// elimination.
 pub fn fuse_activations(graph: &mut Graph) -> usize {
     let mut fused = 0;
+    // Readers of each value, once: a rewrite only takes readers away from values of
+    // the pattern it replaced, which no later pattern shares.
+    let readers = graph.consumers();
     for id in graph.node_ids() {
-        if let Some((x, scale, divide)) = hard_swish(graph, id) {
+        if let Some((x, scale, divide)) = hard_swish(graph, &readers, id) {
             let node = graph.node_mut(id);
             node.op_type = "DecomposedHardSwish".into();
             node.domain = INTEGER_DOMAIN.into();
@@ -35,6 +38,9 @@ pub fn fuse_activations(graph: &mut Graph) -> usize {
     fused
 }
 
+/// The (node, input slot) pairs reading each value, by value index.
+type Readers = Vec<Vec<(NodeId, usize)>>;
+
 /// The scalar value of constant `v`, if it is one.
 fn scalar(graph: &Graph, v: Option<ValueId>) -> Option<f32> {
     let t = graph.constant(v?)?;
@@ -42,21 +48,17 @@ fn scalar(graph: &Graph, v: Option<ValueId>) -> Option<f32> {
 }
 
 /// The node producing `v`, with op `op`, whose output nothing else reads.
-fn sole_producer(graph: &Graph, v: ValueId, op: &str) -> Option<NodeId> {
+fn sole_producer(graph: &Graph, readers: &Readers, v: ValueId, op: &str) -> Option<NodeId> {
     let (id, _) = graph.value(v).producer?;
     let node = graph.node(id);
-    let only_reader = graph
-        .nodes()
-        .filter(|(_, n)| n.inputs.contains(&Some(v)))
-        .count()
-        == 1;
+    let only_reader = readers[v.index()].len() == 1;
     (node.op_type == op && node.domain.is_empty() && only_reader && !graph.is_graph_output(v))
         .then_some(id)
 }
 
 /// (`x`, the final constant, whether it divides) when node `id` ends a decomposed
 /// HardSwish of float32 `x`.
-fn hard_swish(graph: &Graph, id: NodeId) -> Option<(ValueId, f32, bool)> {
+fn hard_swish(graph: &Graph, readers: &Readers, id: NodeId) -> Option<(ValueId, f32, bool)> {
     let node = graph.node(id);
     if !node.domain.is_empty() {
         return None;
@@ -70,17 +72,20 @@ fn hard_swish(graph: &Graph, id: NodeId) -> Option<(ValueId, f32, bool)> {
         }
         _ => return None,
     };
-    let mul = graph.node(sole_producer(graph, product, "Mul")?);
+    let mul = graph.node(sole_producer(graph, readers, product, "Mul")?);
     let (a, b) = (mul.input(0)?, mul.input(1)?);
     for (x, gate) in [(a, b), (b, a)] {
-        let Some(clip) = sole_producer(graph, gate, "Clip") else {
+        let Some(clip) = sole_producer(graph, readers, gate, "Clip") else {
             continue;
         };
         let clip = graph.node(clip);
         if scalar(graph, clip.input(1)) != Some(0.0) || scalar(graph, clip.input(2)) != Some(6.0) {
             continue;
         }
-        let Some(add) = clip.input(0).and_then(|v| sole_producer(graph, v, "Add")) else {
+        let Some(add) = clip
+            .input(0)
+            .and_then(|v| sole_producer(graph, readers, v, "Add"))
+        else {
             continue;
         };
         let add = graph.node(add);

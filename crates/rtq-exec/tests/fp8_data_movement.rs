@@ -2,6 +2,9 @@
 //! kernels give for free) move FP8 codes without changing them: every code, NaN and
 //! -0.0 included, comes out bit for bit where the op puts it.
 
+mod common;
+
+use common::{ints, run};
 use rtq_exec::eval_node;
 use rtq_ir::{Attr, Tensor, TensorData, F8E4M3};
 use rtq_test_support::node;
@@ -18,17 +21,6 @@ fn codes(t: &Tensor) -> Vec<u8> {
         TensorData::F8E4M3(v) => v.iter().map(F8E4M3::to_bits).collect(),
         other => panic!("not FP8: {other:?}"),
     }
-}
-
-fn ints(v: &[i64]) -> Tensor {
-    Tensor::from_i64(vec![v.len()], v.to_vec())
-}
-
-/// Runs single-output `op` on `inputs`.
-fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Option<&Tensor>]) -> Tensor {
-    eval_node(&node(op, attrs, 1), inputs)
-        .unwrap_or_else(|e| panic!("{op}: {e}"))
-        .remove(0)
 }
 
 /// [2, 3] codes with NaN (0x7F, 0xFF), -0.0 (0x80), ±448 (0x7E, 0xFE) and 1.0.

@@ -3,6 +3,9 @@
 //! where the op puts it, and the result is typed INT4, not INT8 (the IR stores both as
 //! `i8`).
 
+mod common;
+
+use common::{ints, run};
 use rtq_exec::eval_node;
 use rtq_ir::{Attr, DType, Tensor, TensorData};
 use rtq_test_support::node;
@@ -18,17 +21,6 @@ fn values(t: &Tensor) -> Vec<i8> {
         TensorData::I4(v) => v.clone(),
         other => panic!("not INT4: {other:?}"),
     }
-}
-
-fn ints(v: &[i64]) -> Tensor {
-    Tensor::from_i64(vec![v.len()], v.to_vec())
-}
-
-/// Runs single-output `op` on `inputs`.
-fn run(op: &str, attrs: &[(&str, Attr)], inputs: &[Option<&Tensor>]) -> Tensor {
-    eval_node(&node(op, attrs, 1), inputs)
-        .unwrap_or_else(|e| panic!("{op}: {e}"))
-        .remove(0)
 }
 
 /// [2, 3] values with both ends of the range.

@@ -330,14 +330,14 @@ mod tests {
         assert_eq!(to_ir(DataType::Fp4E2M1), None);
     }
 
-    #[test]
-    fn fp8_tensors_cross_the_host_boundary_as_bytes() {
-        // FP8 codes in, DequantizeLinear, float out; and the codes through Identity.
-        let mut g = Graph::new("g", 19);
-        let q = g.add_input("q", DType::F8E4M3, vec![Dim::Known(3)]);
-        let s = g.add_constant("s", Tensor::scalar_f32(2.0));
+    /// `y = DequantizeLinear(q, scale)` and `codes = Identity(q)` on a 3-element input
+    /// `q` of `dtype`, planned at `opset`.
+    fn dequantize_and_pass_through(dtype: DType, opset: i64, scale: f32) -> CpuBackend {
+        let mut g = Graph::new("g", opset);
+        let q = g.add_input("q", dtype, vec![Dim::Known(3)]);
+        let s = g.add_constant("s", Tensor::scalar_f32(scale));
         let y = g.add_value("y", Some(DType::F32), Some(vec![Dim::Known(3)]));
-        let c = g.add_value("codes", Some(DType::F8E4M3), Some(vec![Dim::Known(3)]));
+        let c = g.add_value("codes", Some(dtype), Some(vec![Dim::Known(3)]));
         g.add_node(
             "dq",
             "DequantizeLinear",
@@ -347,7 +347,13 @@ mod tests {
         );
         g.add_node("id", "Identity", vec![Some(q)], vec![c], BTreeMap::new());
         g.outputs.extend([y, c]);
-        let backend = CpuBackend::from_graph(&g, Path::new("fp8.onnx")).unwrap();
+        CpuBackend::from_graph(&g, Path::new("q.onnx")).unwrap()
+    }
+
+    #[test]
+    fn fp8_tensors_cross_the_host_boundary_as_bytes() {
+        // FP8 codes in, DequantizeLinear, float out; and the codes through Identity.
+        let backend = dequantize_and_pass_through(DType::F8E4M3, 19, 2.0);
         assert_eq!(backend.inputs()[0].dtype, DataType::Fp8E4M3);
         // 1.0, -0.5, 448.
         let codes = vec![0x38, 0xB0, 0x7E];
@@ -363,21 +369,7 @@ mod tests {
     fn int4_tensors_cross_the_host_boundary_packed() {
         // Three INT4 values in, DequantizeLinear, float out; and the packed bytes
         // through Identity (an odd count: the last high nibble is padding).
-        let mut g = Graph::new("g", 21);
-        let q = g.add_input("q", DType::I4, vec![Dim::Known(3)]);
-        let s = g.add_constant("s", Tensor::scalar_f32(0.5));
-        let y = g.add_value("y", Some(DType::F32), Some(vec![Dim::Known(3)]));
-        let c = g.add_value("codes", Some(DType::I4), Some(vec![Dim::Known(3)]));
-        g.add_node(
-            "dq",
-            "DequantizeLinear",
-            vec![Some(q), Some(s)],
-            vec![y],
-            BTreeMap::new(),
-        );
-        g.add_node("id", "Identity", vec![Some(q)], vec![c], BTreeMap::new());
-        g.outputs.extend([y, c]);
-        let backend = CpuBackend::from_graph(&g, Path::new("int4.onnx")).unwrap();
+        let backend = dequantize_and_pass_through(DType::I4, 21, 0.5);
         assert_eq!(backend.inputs()[0].dtype, DataType::Int4);
         // -1, -8 in the first byte, 7 in the second.
         let packed = vec![0x8F, 0x07];

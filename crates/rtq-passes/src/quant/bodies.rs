@@ -73,6 +73,20 @@ pub fn holds_weighted_ops(graph: &Graph) -> bool {
     })
 }
 
+/// How many weighted ops the control-flow bodies of `graph` hold, at any depth.
+pub fn weighted_ops_in_bodies(graph: &Graph) -> usize {
+    fn count(graph: &Graph, inside: bool) -> usize {
+        graph
+            .nodes()
+            .map(|(_, n)| {
+                let own = usize::from(inside && INT8_WEIGHTED_OPS.contains(&n.op_type.as_str()));
+                own + n.subgraphs().map(|(_, b)| count(b, true)).sum::<usize>()
+            })
+            .sum()
+    }
+    count(graph, false)
+}
+
 /// The body of `graph` at `path`, if there is one.
 pub fn body_at<'g>(graph: &'g Graph, path: &[BodyScope]) -> Option<&'g Graph> {
     let Some((first, rest)) = path.split_first() else {

@@ -16,8 +16,8 @@ mod weights;
 
 pub use bias::{apply_bias_shifts, bias_site, BiasSite};
 pub use bodies::{
-    apply_int8_in_bodies, body_at, body_label, holds_weighted_ops, BodiesSummary, BodyPath,
-    BodyQuantSummary, BodyRanges,
+    apply_int8_in_bodies, body_at, body_label, holds_weighted_ops, weighted_ops_in_bodies,
+    BodiesSummary, BodyPath, BodyQuantSummary, BodyRanges,
 };
 pub use equalize::{
     apply_equalization, plan_equalization, EqualizeOptions, EqualizeSite, EqualizeSummary,
