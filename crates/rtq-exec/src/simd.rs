@@ -36,6 +36,24 @@ impl Simd {
     }
 }
 
+/// The 16-lane mask (an AVX-512 `__mmask16`) of the positions `first + lane` that lie
+/// inside `lo..hi`.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+#[inline(always)]
+pub(crate) fn lane_mask(first: isize, lo: isize, hi: isize) -> u16 {
+    let start = (lo - first).clamp(0, 16);
+    let end = (hi - first).clamp(0, 16);
+    if start >= end {
+        return 0;
+    }
+    let ones = if end - start == 16 {
+        u16::MAX
+    } else {
+        (1u16 << (end - start)) - 1
+    };
+    ones << start
+}
+
 /// Defines `fn $name(args)` calling the `#[inline(always)]` function `$body` compiled
 /// for AVX-512, AVX2 or the baseline, whichever [`Simd::detect`] finds.
 macro_rules! multiversioned {

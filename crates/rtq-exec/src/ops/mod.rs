@@ -12,6 +12,8 @@ mod concat;
 mod constant;
 mod control_flow;
 mod conv;
+mod conv_depthwise;
+mod conv_direct;
 mod conv_transpose;
 mod cumsum;
 mod einsum;

@@ -1,0 +1,293 @@
+//! Depthwise 2-D convolution (one input channel per group) on AVX-512, stride 1 or 2.
+//!
+//! Each output row is computed in register blocks of up to [`XB`] vectors of 16
+//! columns, reading the input plane in place: a tap's input vector is one masked
+//! load (stride 1; lanes in the padding load as zero without touching memory) or two
+//! masked loads and an even-lane permute (stride 2). Each output element is its bias
+//! (or zero) plus the taps in row-major kernel order, formed with fused multiply-adds.
+//! No padded copy of the input is made.
+
+use crate::ops::conv::ConvProblem;
+use crate::par;
+
+/// Widest register block, in 16-column vectors.
+const XB: usize = 4;
+/// Widest kernel handled (one load mask per column tap and vector).
+const MAX_KW: usize = 8;
+
+/// Whether [`conv`] computes `p` (and the CPU can run it).
+pub(crate) fn applies(p: &ConvProblem) -> bool {
+    let w = &p.win;
+    available()
+        && w.rank == 2
+        && p.c / p.group == 1
+        && w.kernel[2] <= MAX_KW
+        && w.stride[1] <= 2
+        && (w.stride[2] == 1 || w.stride[2] == 2)
+        && w.dilation == [1, 1, 1]
+}
+
+/// Whether the CPU has AVX-512 F.
+fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::simd::Simd::detect() == crate::simd::Simd::Avx512
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Computes the convolution into `out` (`n * m * oh * ow`), which holds the bias planes
+/// (or zeros) on entry; `w` is `m x 1 x kh x kw`. `applies(p)` must hold.
+pub(crate) fn conv(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
+    assert!(applies(p), "depthwise kernel on an unsupported problem");
+    let win = &p.win;
+    let (out_sp, ksz) = (win.output_size(), win.kernel_size());
+    assert_eq!(out.len(), p.n * p.m * out_sp, "output size");
+    assert_eq!(x.len(), p.n * p.c * win.input_size(), "input size");
+    assert_eq!(w.len(), p.m * ksz, "weights size");
+    par::chunks_mut(out, out_sp, out.len() * ksz, |plane, dst| {
+        let (ni, mo) = (plane / p.m, plane % p.m);
+        let ci = mo / (p.m / p.group);
+        let xp = &x[(ni * p.c + ci) * win.input_size()..][..win.input_size()];
+        let wk = &w[mo * ksz..][..ksz];
+        // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            avx512::plane(xp, wk, p, dst)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (xp, wk, dst);
+    });
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{ConvProblem, MAX_KW, XB};
+    use crate::simd::lane_mask;
+    use std::arch::x86_64::*;
+
+    /// One output plane `dst` (holding its bias or zeros) from input plane `xp` and
+    /// the plane's `kh x kw` weights `wk`: column blocks of up to [`XB`] vectors, each
+    /// down every output row.
+    ///
+    /// # Safety
+    /// AVX-512 F must be available; `xp`, `wk` and `dst` must have the sizes of `p`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn plane(xp: &[f32], wk: &[f32], p: &ConvProblem, dst: &mut [f32]) {
+        let vectors = p.win.output[2].div_ceil(16);
+        let mut v = 0;
+        while v + XB <= vectors {
+            column::<XB>(xp, wk, p, 16 * v, dst);
+            v += XB;
+        }
+        match vectors - v {
+            0 => {}
+            1 => column::<1>(xp, wk, p, 16 * v, dst),
+            2 => column::<2>(xp, wk, p, 16 * v, dst),
+            3 => column::<3>(xp, wk, p, 16 * v, dst),
+            left => unreachable!("{left} vectors left in a block of {XB}"),
+        }
+    }
+
+    /// `V` vectors of output columns from `ox0`, down every output row of `dst`.
+    ///
+    /// # Safety
+    /// As [`plane`].
+    #[inline(always)]
+    unsafe fn column<const V: usize>(
+        xp: &[f32],
+        wk: &[f32],
+        p: &ConvProblem,
+        ox0: usize,
+        dst: &mut [f32],
+    ) {
+        let win = &p.win;
+        let (kw, iw, sw) = (win.kernel[2], win.input[2], win.stride[2]);
+        let [_, oh, ow] = win.output;
+        let left = win.pad_begin[2] as isize;
+        // Lanes inside the output row, and the load masks of each tap and vector: for
+        // stride 2, the two vectors whose even lanes are the tap's inputs.
+        let mut store = [0u16; V];
+        let mut load = [[[0u16; 2]; MAX_KW]; V];
+        for j in 0..V {
+            let col = (ox0 + 16 * j) as isize;
+            store[j] = lane_mask(col, 0, ow as isize);
+            for kx in 0..kw {
+                let first = col * sw as isize + kx as isize - left;
+                load[j][kx] = [
+                    lane_mask(first, 0, iw as isize),
+                    lane_mask(first + 16, 0, iw as isize),
+                ];
+            }
+        }
+        let masks = (&store, &load);
+        // Several rows at once: independent accumulation chains (a row's taps form
+        // one chain per vector, too short to hide the multiply-add latency).
+        let rows = if V <= 2 { 4 } else { 2 };
+        let mut oy = 0;
+        while oy + rows <= oh {
+            if rows == 4 {
+                rows_block::<V, 4>(xp, wk, p, (oy, ox0), masks, dst);
+            } else {
+                rows_block::<V, 2>(xp, wk, p, (oy, ox0), masks, dst);
+            }
+            oy += rows;
+        }
+        while oy < oh {
+            rows_block::<V, 1>(xp, wk, p, (oy, ox0), masks, dst);
+            oy += 1;
+        }
+    }
+
+    /// The `V` vectors from `ox0` of output rows `oy..oy + R`.
+    ///
+    /// # Safety
+    /// As [`plane`]; the masks are those of [`column`].
+    #[inline(always)]
+    unsafe fn rows_block<const V: usize, const R: usize>(
+        xp: &[f32],
+        wk: &[f32],
+        p: &ConvProblem,
+        (oy, ox0): (usize, usize),
+        (store, load): (&[u16; V], &[[[u16; 2]; MAX_KW]; V]),
+        dst: &mut [f32],
+    ) {
+        let win = &p.win;
+        let [_, kh, kw] = win.kernel;
+        let [_, ih, iw] = win.input;
+        let ow = win.output[2];
+        let (sh, sw) = (win.stride[1], win.stride[2]);
+        let (top, left) = (win.pad_begin[1] as isize, win.pad_begin[2] as isize);
+        let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        // First input row of each output row (may be negative: padding).
+        let sy: [isize; R] = std::array::from_fn(|r| ((oy + r) * sh) as isize - top);
+        let out = dst.as_mut_ptr().add(oy * ow + ox0);
+        let mut acc = [[_mm512_setzero_ps(); V]; R];
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            for (j, a) in acc_r.iter_mut().enumerate() {
+                *a = _mm512_maskz_loadu_ps(store[j], out.add(r * ow + 16 * j));
+            }
+        }
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let wv = _mm512_set1_ps(*wk.get_unchecked(ky * kw + kx));
+                let first = (ox0 * sw + kx) as isize - left;
+                for (r, acc_r) in acc.iter_mut().enumerate() {
+                    let iy = sy[r] + ky as isize;
+                    if iy < 0 || iy >= ih as isize {
+                        continue;
+                    }
+                    let xr = xp.as_ptr().add(iy as usize * iw);
+                    for (j, a) in acc_r.iter_mut().enumerate() {
+                        // Masked-off lanes are not accessed (no fault), so the address
+                        // may lie outside the row.
+                        let at = xr.wrapping_offset(first + (16 * j * sw) as isize);
+                        let [m0, m1] = load[j][kx];
+                        let xv = if sw == 1 {
+                            _mm512_maskz_loadu_ps(m0, at)
+                        } else {
+                            let lo = _mm512_maskz_loadu_ps(m0, at);
+                            let hi = _mm512_maskz_loadu_ps(m1, at.wrapping_add(16));
+                            _mm512_permutex2var_ps(lo, evens, hi)
+                        };
+                        *a = _mm512_fmadd_ps(wv, xv, *a);
+                    }
+                }
+            }
+        }
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (j, a) in acc_r.iter().enumerate() {
+                _mm512_mask_storeu_ps(out.add(r * ow + 16 * j), store[j], *a);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::window::Window;
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        (0..len)
+            .map(|i| {
+                let h = (i as u32 ^ seed).wrapping_mul(2654435761).rotate_left(13);
+                (h % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_a_plain_depthwise_convolution() {
+        if !available() {
+            return;
+        }
+        // (n, c, mult, ih, iw, kh, kw, stride, pads t/l/b/r)
+        for &(n, c, mult, ih, iw, kh, kw, s, pads) in &[
+            (1, 3, 1, 7, 20, 3, 3, 1, (1, 1, 1, 1)),
+            (2, 4, 2, 9, 37, 5, 5, 1, (2, 2, 2, 2)),
+            (1, 5, 1, 10, 10, 5, 5, 2, (2, 2, 2, 2)),
+            (1, 2, 1, 160, 160, 3, 3, 2, (1, 1, 1, 1)),
+            (1, 2, 1, 11, 70, 3, 5, 2, (0, 1, 2, 3)),
+            (1, 1, 1, 3, 3, 7, 7, 1, (3, 3, 3, 3)),
+            (1, 2, 1, 6, 81, 1, 8, 1, (0, 0, 0, 7)),
+        ] {
+            let m = c * mult;
+            let x = values(n * c * ih * iw, 1);
+            let w = values(m * kh * kw, 2);
+            let bias = values(m, 3);
+            let oh = (ih + pads.0 + pads.2 - kh) / s + 1;
+            let ow = (iw + pads.1 + pads.3 - kw) / s + 1;
+            let p = ConvProblem {
+                n,
+                c,
+                m,
+                group: c,
+                win: Window {
+                    rank: 2,
+                    input: [1, ih, iw],
+                    kernel: [1, kh, kw],
+                    stride: [1, s, s],
+                    dilation: [1, 1, 1],
+                    pad_begin: [0, pads.0, pads.1],
+                    pad_end: [0, pads.2, pads.3],
+                    output: [1, oh, ow],
+                },
+            };
+            let mut out: Vec<f32> = (0..n * m)
+                .flat_map(|i| std::iter::repeat_n(bias[i % m], oh * ow))
+                .collect();
+            conv(&x, &w, &p, &mut out);
+            for ni in 0..n {
+                for mo in 0..m {
+                    let ci = mo / mult;
+                    for y in 0..oh {
+                        for xx in 0..ow {
+                            let mut want = f64::from(bias[mo]);
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy = (y * s + ky) as isize - pads.0 as isize;
+                                    let ix = (xx * s + kx) as isize - pads.1 as isize;
+                                    if iy < 0 || ix < 0 || iy >= ih as isize || ix >= iw as isize {
+                                        continue;
+                                    }
+                                    want += f64::from(
+                                        x[((ni * c + ci) * ih + iy as usize) * iw + ix as usize],
+                                    ) * f64::from(w[(mo * kh + ky) * kw + kx]);
+                                }
+                            }
+                            let got = out[((ni * m + mo) * oh + y) * ow + xx];
+                            assert!(
+                                (f64::from(got) - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                "{n}x{c}x{ih}x{iw} k{kh}x{kw} s{s}: ({ni},{mo},{y},{xx}) {got} vs {want}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
