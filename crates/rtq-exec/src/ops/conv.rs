@@ -871,7 +871,7 @@ mod speed {
             };
             let x: Vec<f32> = (0..c * hw * hw).map(|i| (i % 13) as f32 * 0.1).collect();
             let w: Vec<f32> = (0..c * k * k).map(|i| (i % 7) as f32 * 0.1).collect();
-            let mut out = vec![0f32; c * (hw / s) * (hw / s)];
+            let out = vec![0f32; c * (hw / s) * (hw / s)];
             // The fastest of 50 runs (the machine may be shared).
             let best = |f: &dyn Fn(&mut [f32])| {
                 (0..50)

@@ -63,6 +63,8 @@ pub(crate) fn conv(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
     });
 }
 
+// Tap loops index several per-tap arrays (weights, masks, offsets) by the tap.
+#[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{ConvProblem, MAX_KW, XB};

@@ -118,6 +118,8 @@ pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32
     }
 }
 
+// Tap loops index several per-tap arrays (weights, masks, offsets) by the tap.
+#[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{ConvProblem, DirectWeights, OutPtr, MAX_KW, MB, XB};
