@@ -9,10 +9,16 @@
 //!   by a constant) on float32 → `DecomposedHardSwish(x)`. The intermediate values must
 //!   have no other reader.
 //!
+//! * Elementwise chains ([`fuse_chains`]): a run of float32 Add/Sub/Mul/Div by
+//!   constant scalars or per-channel values, Relu, Clip and fused HardSwish ops, each
+//!   the sole reader of the one before, optionally ending in a per-tensor 8-bit
+//!   QuantizeLinear → `ElementwiseChain` (see [`crate::ops::chain`]).
+//!
 //! The rewritten graph is executed, never written.
 
+use crate::ops::chain::{per_channel, Code};
 use crate::ops::integer::INTEGER_DOMAIN;
-use rtq_ir::{Attr, DType, Graph, NodeId, ValueId};
+use rtq_ir::{Attr, DType, Dim, Graph, NodeId, TensorData, ValueId};
 
 /// Rewrites every decomposed activation of `graph` (not inside control-flow bodies);
 /// returns how many were fused. The nodes they replace are left for dead-code
@@ -36,6 +42,189 @@ pub fn fuse_activations(graph: &mut Graph) -> usize {
         }
     }
     fused
+}
+
+/// Rewrites every chain of at least two elementwise steps of `graph` (not inside
+/// control-flow bodies; run dead-code elimination after [`fuse_activations`] first)
+/// into one `ElementwiseChain` node; returns how many were made. The nodes they
+/// replace are left for dead-code elimination.
+pub fn fuse_chains(graph: &mut Graph) -> usize {
+    let readers = graph.consumers();
+    let mut fused = 0;
+    for id in graph.node_ids() {
+        let Some((x, first)) = step(graph, id, None) else {
+            continue;
+        };
+        // A chain starts where the value it reads is not the sole output of a step.
+        if let Some((producer, _)) = graph.value(x).producer {
+            let out = graph.node(producer).outputs.first().copied();
+            if out.is_some_and(|o| readers[o.index()].len() == 1)
+                && step(graph, producer, None).is_some()
+            {
+                continue;
+            }
+        }
+        let mut steps = vec![first];
+        let mut last = id;
+        while let Some(out) = graph.node(last).outputs.first().copied() {
+            if steps.last().is_some_and(|s| s.code == Code::Quantize)
+                || readers[out.index()].len() != 1
+                || graph.is_graph_output(out)
+            {
+                break;
+            }
+            let (next, _) = readers[out.index()][0];
+            match step(graph, next, Some(out)) {
+                Some((_, s)) => {
+                    steps.push(s);
+                    last = next;
+                }
+                None => break,
+            }
+        }
+        if steps.len() < 2 {
+            continue;
+        }
+        let mut inputs = vec![Some(x)];
+        let mut encoded = Vec::new();
+        let mut params = Vec::new();
+        for s in &steps {
+            let mut slot = |v: Option<ValueId>| match v {
+                Some(v) => {
+                    inputs.push(Some(v));
+                    (inputs.len() - 1) as i64
+                }
+                None => 0,
+            };
+            let (a, b) = (slot(s.operands[0]), slot(s.operands[1]));
+            encoded.extend([s.code as i64, a, b]);
+            params.extend(s.params);
+        }
+        let node = graph.node_mut(last);
+        node.op_type = "ElementwiseChain".into();
+        node.domain = INTEGER_DOMAIN.into();
+        node.inputs = inputs;
+        node.attrs.clear();
+        node.attrs.insert("steps".into(), Attr::Ints(encoded));
+        node.attrs.insert("params".into(), Attr::Floats(params));
+        fused += 1;
+    }
+    fused
+}
+
+/// One step of a chain: its code, constant operands and parameters.
+struct ChainStep {
+    code: Code,
+    operands: [Option<ValueId>; 2],
+    params: [f32; 2],
+}
+
+/// `(x, step)` when node `id` is a chain step reading float32 `x` of known rank (the
+/// value `from` when given) with constant operands of a shape that keeps `x`'s.
+fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, ChainStep)> {
+    let node = graph.node(id);
+    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+    let first = node.input(0)?;
+    let plain = |code, params| ChainStep {
+        code,
+        operands: [None, None],
+        params,
+    };
+    let (x, step) = match (default_domain, node.op_type.as_str()) {
+        (true, op @ ("Add" | "Sub" | "Mul" | "Div")) => {
+            let code = match op {
+                "Add" => Code::Add,
+                "Sub" => Code::Sub,
+                "Mul" => Code::Mul,
+                _ => Code::Div,
+            };
+            let second = node.input(1)?;
+            let commutes = matches!(code, Code::Add | Code::Mul);
+            // The chain's value first; a constant first only where the op commutes.
+            let (x, c) = match from {
+                Some(v) if v == first && v != second => (first, second),
+                Some(v) if v == second && v != first && commutes => (second, first),
+                Some(_) => return None,
+                None if graph.constant(second).is_some() => (first, second),
+                None if commutes && graph.constant(first).is_some() => (second, first),
+                None => return None,
+            };
+            let shape = graph.value(x).shape.as_ref()?;
+            let known: Vec<Option<usize>> = shape.iter().map(Dim::known).collect();
+            let t = graph.constant(c)?;
+            let fits = (t.len() == 1 && t.rank() <= shape.len()) || per_channel(t.shape(), &known);
+            if t.dtype() != DType::F32 || !fits {
+                return None;
+            }
+            (
+                x,
+                ChainStep {
+                    code,
+                    operands: [Some(c), None],
+                    params: [0.0, 0.0],
+                },
+            )
+        }
+        (true, "Relu") => (first, plain(Code::Relu, [0.0, 0.0])),
+        (true, "Clip") => {
+            let bound = |slot: usize, default: f32| match node.input(slot) {
+                None => Some(default),
+                Some(v) => {
+                    let t = graph.constant(v)?;
+                    (t.len() == 1 && t.dtype() == DType::F32).then(|| t.data().get_f64(0) as f32)
+                }
+            };
+            if node.attrs.contains_key("min") || node.attrs.contains_key("max") {
+                return None;
+            }
+            let (lo, hi) = (bound(1, f32::NEG_INFINITY)?, bound(2, f32::INFINITY)?);
+            (first, plain(Code::Clip, [lo, hi]))
+        }
+        (false, "DecomposedHardSwish") if node.domain == INTEGER_DOMAIN => {
+            let scale = node.attrs.get("scale")?.as_float()?;
+            let divide = node.attr_int("divide", 1) != 0;
+            (
+                first,
+                plain(Code::HardSwish, [scale, f32::from(u8::from(divide))]),
+            )
+        }
+        (true, "QuantizeLinear") => {
+            from?;
+            let scale = graph.constant(node.input(1)?)?;
+            if scale.len() != 1 || scale.dtype() != DType::F32 {
+                return None;
+            }
+            if node.attr_int("block_size", 0) != 0 || node.attr_int("output_dtype", 0) != 0 {
+                return None;
+            }
+            let zero = match node.input(2) {
+                None => None,
+                Some(z) => {
+                    let t = graph.constant(z)?;
+                    match t.data() {
+                        TensorData::I8(v) if v.len() == 1 => {}
+                        TensorData::U8(v) if v.len() == 1 => {}
+                        _ => return None,
+                    }
+                    Some(z)
+                }
+            };
+            (
+                first,
+                ChainStep {
+                    code: Code::Quantize,
+                    operands: [node.input(1), zero],
+                    params: [0.0, 0.0],
+                },
+            )
+        }
+        _ => return None,
+    };
+    if from.is_some_and(|v| v != x) {
+        return None;
+    }
+    let value = graph.value(x);
+    (value.dtype == Some(DType::F32) && value.shape.is_some()).then_some((x, step))
 }
 
 /// The (node, input slot) pairs reading each value, by value index.
@@ -188,5 +377,152 @@ mod tests {
         let six = g.value_by_name("six").unwrap();
         g.set_constant(six, Tensor::from_f32(vec![], vec![5.0]));
         assert_eq!(fuse_activations(&mut g), 0);
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+    use crate::Plan;
+    use rtq_ir::{DType, Dim, Tensor};
+    use std::collections::BTreeMap;
+
+    /// An op of a test chain: type, constant operand, whether the constant comes first.
+    type Op<'a> = (&'a str, Option<Tensor>, bool);
+
+    /// `x` ([2, 3, 2, 5]) through `ops` (op, constant operand and whether it comes
+    /// first), then QuantizeLinear to `zero`'s type when given.
+    fn chain(ops: &[Op<'_>], zero: Option<Tensor>) -> Graph {
+        let mut g = Graph::new("g", 13);
+        let shape: Vec<Dim> = [2, 3, 2, 5].into_iter().map(Dim::Known).collect();
+        let mut v = g.add_input("x", DType::F32, shape.clone());
+        for (i, (op, c, first)) in ops.iter().enumerate() {
+            let mut inputs = vec![Some(v)];
+            if let Some(c) = c {
+                let c = g.add_constant(&format!("c{i}"), c.clone());
+                if *first {
+                    inputs.insert(0, Some(c));
+                } else {
+                    inputs.push(Some(c));
+                }
+            }
+            let out = g.add_value(&format!("v{i}"), Some(DType::F32), Some(shape.clone()));
+            g.add_node(&format!("n{i}"), op, inputs, vec![out], BTreeMap::new());
+            v = out;
+        }
+        if let Some(zero) = zero {
+            let s = g.add_constant("s", Tensor::from_f32(vec![], vec![0.037]));
+            let dtype = zero.dtype();
+            let z = g.add_constant("z", zero);
+            let q = g.add_value("q", Some(dtype), Some(shape));
+            g.add_node(
+                "q",
+                "QuantizeLinear",
+                vec![Some(v), Some(s), Some(z)],
+                vec![q],
+                BTreeMap::new(),
+            );
+            v = q;
+        }
+        g.outputs.push(v);
+        g
+    }
+
+    /// Every output of `g` as bits, on inputs with NaN, infinities, ties and both zeros.
+    fn run(g: &Graph) -> Vec<Vec<u64>> {
+        let special = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -0.0,
+            0.0,
+            3.0,
+            -3.0,
+        ];
+        let x: Vec<f32> = (0..60)
+            .map(|i| match i % 10 {
+                0..=6 => special[i % 10],
+                _ => (i as f32 * 0.731).sin() * 9.0 + 0.0185,
+            })
+            .collect();
+        let x = Tensor::from_f32(vec![2, 3, 2, 5], x);
+        let outs = Plan::new(g).unwrap().run(&[("x".into(), x)]).unwrap();
+        outs.iter()
+            .map(|t| match t.data() {
+                TensorData::F32(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+                TensorData::I8(v) => v.iter().map(|&x| x as u8 as u64).collect(),
+                TensorData::U8(v) => v.iter().map(|&x| u64::from(x)).collect(),
+                other => panic!("{}", other.dtype()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chains_compute_the_graphs_bits() {
+        let per_channel = Tensor::from_f32(vec![1, 3, 1, 1], vec![0.5, -1.25, 3.0]);
+        let per_channel3 = Tensor::from_f32(vec![3, 1, 1], vec![2.0, 0.1, -7.0]);
+        let scalar = Tensor::from_f32(vec![], vec![1.5]);
+        let lo = Tensor::from_f32(vec![], vec![-2.0]);
+        let cases: Vec<(Vec<Op<'_>>, Option<Tensor>)> = vec![
+            (
+                vec![
+                    ("Mul", Some(per_channel.clone()), true),
+                    ("Add", Some(per_channel3.clone()), false),
+                    ("Relu", None, false),
+                ],
+                Some(Tensor::new(vec![], TensorData::I8(vec![-3])).unwrap()),
+            ),
+            (
+                vec![
+                    ("Sub", Some(scalar.clone()), false),
+                    ("Div", Some(per_channel.clone()), false),
+                ],
+                Some(Tensor::new(vec![], TensorData::U8(vec![128])).unwrap()),
+            ),
+            (
+                vec![
+                    ("Add", Some(scalar.clone()), true),
+                    ("Relu", None, false),
+                    ("Mul", Some(per_channel3), false),
+                ],
+                None,
+            ),
+            (
+                vec![("Relu", None, false)],
+                Some(Tensor::new(vec![], TensorData::I8(vec![0])).unwrap()),
+            ),
+        ];
+        for (ops, zero) in cases {
+            let mut g = chain(&ops, zero);
+            let before = run(&g);
+            assert_eq!(fuse_chains(&mut g), 1, "{ops:?}");
+            let ops_after: Vec<&str> = g.nodes().map(|(_, n)| n.op_type.as_str()).collect();
+            assert!(ops_after.contains(&"ElementwiseChain"), "{ops_after:?}");
+            assert_eq!(before, run(&g), "{ops:?}");
+        }
+        // A Clip with constant bounds, after a Clip with only a lower one.
+        let mut g = chain(&[("Relu", None, false), ("Relu", None, false)], None);
+        let clip = g.node_ids()[1];
+        let lo = g.add_constant("lo", lo);
+        g.node_mut(clip).op_type = "Clip".into();
+        g.node_mut(clip).inputs.push(Some(lo));
+        let before = run(&g);
+        assert_eq!(fuse_chains(&mut g), 1);
+        assert_eq!(before, run(&g));
+    }
+
+    #[test]
+    fn shapes_that_broadcast_beyond_x_and_reversed_operands_stay_apart() {
+        // A [5] operand lines up with the last axis (not per channel): left alone.
+        let last_axis = Tensor::from_f32(vec![5], vec![1.0, 2.0, 3.0, 4.0, 5.0]);
+        let mut g = chain(
+            &[("Add", Some(last_axis), false), ("Relu", None, false)],
+            None,
+        );
+        assert_eq!(fuse_chains(&mut g), 0);
+        // `c - x` does not commute.
+        let scalar = Tensor::from_f32(vec![], vec![1.5]);
+        let mut g = chain(&[("Sub", Some(scalar), true), ("Relu", None, false)], None);
+        assert_eq!(fuse_chains(&mut g), 0);
     }
 }

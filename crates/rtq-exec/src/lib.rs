@@ -42,7 +42,7 @@ mod simd;
 mod strided;
 
 pub use error::ExecError;
-pub use fuse::fuse_activations;
+pub use fuse::{fuse_activations, fuse_chains};
 pub use lower::lower_to_integer;
 pub use nested::{BodyScope, NestedObserver};
 pub use ops::integer::INTEGER_DOMAIN;

@@ -37,6 +37,7 @@ pub(crate) fn kernel_for(node: &Node) -> Option<Kernel> {
         return ops::integer::KERNELS
             .iter()
             .chain(ops::fused::KERNELS)
+            .chain(ops::chain::KERNELS)
             .find(|(op, _)| *op == node.op_type)
             .map(|&(_, kernel)| kernel);
     }

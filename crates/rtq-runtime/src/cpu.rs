@@ -140,6 +140,9 @@ impl CpuBackend {
             message,
         };
         let mut graph = rtq_frontend::load_model(path).map_err(|e| failed(e.to_string()))?;
+        // Element types and shapes first: the integer ops keep those of the values they
+        // produce, which the fusions below need (a Q/DQ model often declares none).
+        rtq_passes::infer_shapes(&mut graph).map_err(|e| failed(e.to_string()))?;
         let isa = rtq_exec::igemm::Isa::detect();
         let integer_ops = if integer_kernels && isa != rtq_exec::igemm::Isa::Portable {
             rtq_exec::lower_to_integer(&mut graph, isa).len()
@@ -147,12 +150,20 @@ impl CpuBackend {
             0
         };
         optimize(&mut graph).map_err(|e| failed(e.to_string()))?;
-        // After shape inference (fusion needs the element types), then what it left.
-        if rtq_exec::fuse_activations(&mut graph) > 0 {
-            use rtq_passes::Pass;
+        // After shape inference (fusion needs the element types), each fusion followed
+        // by removing what it left.
+        use rtq_passes::Pass;
+        let dce = |graph: &mut Graph| {
             rtq_passes::DeadCodeElimination
-                .run(&mut graph)
-                .map_err(|e| failed(e.to_string()))?;
+                .run(graph)
+                .map(|_| ())
+                .map_err(|e| failed(e.to_string()))
+        };
+        if rtq_exec::fuse_activations(&mut graph) > 0 {
+            dce(&mut graph)?;
+        }
+        if rtq_exec::fuse_chains(&mut graph) > 0 {
+            dce(&mut graph)?;
         }
         let mut backend = CpuBackend::from_graph(&graph, path)?;
         backend.integer_ops = integer_ops;

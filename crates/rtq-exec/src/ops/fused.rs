@@ -14,6 +14,25 @@ use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::{DType, Tensor};
 
+/// `(x * clip(x + 3, 0, 6)) / scale` (or `* scale` when not `divide`) of every element
+/// of `v`, in place. Clip as the executor's Clip computes it (NaN passes through:
+/// `clamp` too). The common divisor 6 as a literal: the loop then vectorizes (3x
+/// faster, measured).
+#[inline(always)]
+pub(crate) fn hard_swish(v: &mut [f32], scale: f32, divide: bool) {
+    match (divide, scale == 6.0) {
+        (true, true) => v
+            .iter_mut()
+            .for_each(|a| *a = (*a * (*a + 3.0).clamp(0.0, 6.0)) / 6.0),
+        (true, false) => v
+            .iter_mut()
+            .for_each(|a| *a = (*a * (*a + 3.0).clamp(0.0, 6.0)) / scale),
+        (false, _) => v
+            .iter_mut()
+            .for_each(|a| *a = (*a * (*a + 3.0).clamp(0.0, 6.0)) * scale),
+    }
+}
+
 /// Fused kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("DecomposedHardSwish", decomposed_hard_swish)];
 
@@ -24,13 +43,10 @@ fn decomposed_hard_swish(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     }
     let scale = ctx.attr_float("scale", 6.0)?;
     let divide = ctx.attr_int("divide", 1)? != 0;
-    let v = ctx.float_input(0)?;
-    // Clip as the executor's Clip computes it (NaN passes through: `clamp` too). The
-    // common divisor 6 as a literal: the loop then vectorizes (3x faster, measured).
-    let out = match (divide, scale == 6.0) {
-        (true, true) => par::map(&v, |&a| (a * (a + 3.0).clamp(0.0, 6.0)) / 6.0),
-        (true, false) => par::map(&v, |&a| (a * (a + 3.0).clamp(0.0, 6.0)) / scale),
-        (false, _) => par::map(&v, |&a| (a * (a + 3.0).clamp(0.0, 6.0)) * scale),
-    };
+    let mut out = ctx.float_input(0)?.into_owned();
+    let work = out.len();
+    par::chunks_mut(&mut out, par::PAR_MIN_ELEMS, work, |_, v| {
+        hard_swish(v, scale, divide)
+    });
     Ok(vec![tensor_from_f32(DType::F32, x.shape().to_vec(), out)])
 }

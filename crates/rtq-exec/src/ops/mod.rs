@@ -6,6 +6,7 @@ use crate::registry::Kernel;
 mod arg;
 mod binary;
 mod cast;
+pub(crate) mod chain;
 mod columns;
 mod compare;
 mod concat;

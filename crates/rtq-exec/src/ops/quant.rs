@@ -152,6 +152,25 @@ fn check_zero_point(ctx: &OpCtx<'_>, scale: &Tensor, zp: Option<&Tensor>) -> Res
 /// any x86-64 (`round_ties_even` is a library call without SSE4.1).
 const ROUNDER: f32 = 12_582_912.0;
 
+/// Per-tensor QuantizeLinear of `x` into `out`, as the QuantizeLinear kernel computes
+/// it: int8 (as two's-complement bytes) or uint8, zero point `zero`.
+pub(crate) fn quantize_8bit_tensor(
+    x: &[f32],
+    scale: f32,
+    zero: f32,
+    unsigned: bool,
+    out: &mut [u8],
+) {
+    let (lo, hi) = if unsigned {
+        (0.0, 255.0)
+    } else {
+        (-128.0, 127.0)
+    };
+    let mut q = Vec::with_capacity(x.len());
+    wide::extend_quantized(&mut q, x, scale, zero, (lo - zero, hi - zero), |v| v as u8);
+    out.copy_from_slice(&q);
+}
+
 /// Quantizes `x` into 8-bit integers (`lo..=hi` the type's range; `cast` narrows an
 /// in-range i32): the same values as [`quantize_typed`], faster.
 fn quantize_8bit<T: Copy + Default>(
