@@ -279,7 +279,7 @@ fn gather_strided<T: Copy>(dst: &mut [T], src: &[T], step: usize) {
 /// Direct convolution when every group has one input channel (depthwise and
 /// channel-multiplier convolutions): each output plane reads one input plane.
 /// `out` holds the bias planes (or zeros) on entry.
-fn depthwise(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
+pub(crate) fn depthwise(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
     let (out_sp, ksz) = (p.win.output_size(), p.win.kernel_size());
     let work = out.len() * ksz;
     par::chunks_mut(out, out_sp, work, |plane, dst| {
