@@ -6,6 +6,7 @@ use crate::float::tensor_from_f32;
 use crate::ops::window::Window;
 use crate::par;
 use crate::registry::Kernel;
+use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::{Tensor, TensorData};
 
@@ -118,31 +119,59 @@ fn pool_planes(
     })
 }
 
-/// MaxPool over 1-D/2-D planes without dilation (the common case): loops over each
-/// window's rows directly instead of listing its taps. NaN wins, as in the generic
-/// path.
+/// MaxPool over 1-D/2-D planes without dilation (the common case): for each output
+/// row, the maximum over the window's input rows first (a loop that vectorizes), then
+/// over each window's columns of that row. NaN wins, as in the generic path (which of
+/// two zeros of opposite sign is kept may differ from the generic path's order).
 fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
     let win = &p.win;
     let (ow, iw) = (win.output[2], win.input[2]);
+    // Each output column's input columns (inside the input).
+    let columns: Vec<(usize, usize)> = (0..ow)
+        .map(|ox| {
+            let (sx, x_lo, x_hi) = win.taps(2, ox);
+            let x0 = (sx + x_lo as isize) as usize;
+            (x0, ((sx + x_hi as isize) as usize).max(x0))
+        })
+        .collect();
     map_planes(p, |src, dst| {
+        let mut rows_max = vec![f32::NEG_INFINITY; iw];
         for (oy, dst_row) in dst.chunks_mut(ow).enumerate() {
             let (sy, y_lo, y_hi) = win.taps(1, oy);
-            for (ox, o) in dst_row.iter_mut().enumerate() {
-                let (sx, x_lo, x_hi) = win.taps(2, ox);
-                let (x0, x1) = ((sx + x_lo as isize) as usize, (sx + x_hi as isize) as usize);
-                let mut best = f32::NEG_INFINITY;
-                for ky in y_lo..y_hi {
-                    let row = &src[(sy + ky as isize) as usize * iw..][..iw];
-                    for &v in &row[x0..x1.max(x0)] {
-                        if v > best || v.is_nan() {
-                            best = v;
-                        }
-                    }
-                }
-                *o = best;
+            rows_max.fill(f32::NEG_INFINITY);
+            for ky in y_lo..y_hi {
+                let row = &src[(sy + ky as isize) as usize * iw..][..iw];
+                max_into(&mut rows_max, row);
+            }
+            for (o, &(x0, x1)) in dst_row.iter_mut().zip(&columns) {
+                *o = rows_max[x0..x1]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
             }
         }
     })
+}
+
+/// `best` or `v`, whichever is larger; NaN wins.
+#[inline(always)]
+fn nan_max(best: f32, v: f32) -> f32 {
+    if v > best || v.is_nan() {
+        v
+    } else {
+        best
+    }
+}
+
+multiversioned! {
+    /// `acc[i] = nan_max(acc[i], row[i])` for every `i`.
+    fn max_into(acc: &mut [f32], row: &[f32]) => max_into_body
+}
+
+#[inline(always)]
+fn max_into_body(acc: &mut [f32], row: &[f32]) {
+    for (a, &v) in acc.iter_mut().zip(row) {
+        *a = nan_max(*a, v);
+    }
 }
 
 fn max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
