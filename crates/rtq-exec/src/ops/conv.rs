@@ -1,9 +1,11 @@
 //! Conv (1-D, 2-D and 3-D; groups, dilations, strides, pads, auto_pad, optional bias).
 //!
 //! Depthwise convolutions (one input channel per group) run a direct kernel over
-//! output planes in parallel; 3x3 stride-1 ones with enough channels use Winograd
-//! F(2x2, 3x3) (see [`winograd`]); the others use im2col (skipped for plain 1x1)
-//! followed by SGEMM, tiling the output positions so the column buffer stays bounded.
+//! output planes in parallel (on AVX-512, [`conv_depthwise`]'s). On AVX-512, group-1
+//! stride-1 2-D convolutions with few output channels run [`conv_direct`]'s register-
+//! blocked kernel; 3x3 stride-1 ones with enough channels use Winograd F(2x2, 3x3)
+//! (see [`winograd`]); the others use im2col (skipped for plain 1x1) followed by
+//! SGEMM, tiling the output positions so the column buffer stays bounded.
 
 use rayon::prelude::*;
 
@@ -93,12 +95,12 @@ fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         win,
     };
     let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
-    if winograd::applies(&problem) {
-        let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
-        winograd::conv(&xs, &u, &problem, &mut out);
-    } else if conv_direct::applies(&problem) {
+    if conv_direct::applies(&problem) {
         let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
         conv_direct::conv(&xs, &packed, &problem, &mut out);
+    } else if winograd::applies(&problem) {
+        let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
+        winograd::conv(&xs, &u, &problem, &mut out);
     } else {
         conv_f32(&xs, &ws, bias.is_some(), &problem, &mut out);
     }

@@ -20,9 +20,10 @@ use rayon::prelude::*;
 const MB: usize = 8;
 /// 16-column vectors per register block.
 const XB: usize = 3;
-/// Fewest output channels left to im2col + SGEMM (or Winograd), which use the
-/// weights better from there on.
-const MAX_CHANNELS: usize = 32;
+/// Fewest output channels left to Winograd or im2col + SGEMM, which use the weights
+/// better from there on (measured: 32 -> 32 3x3 on 16x16 takes a third of Winograd's
+/// time here, 64 -> 64 on 56x56 a fifth more).
+const MAX_CHANNELS: usize = 64;
 /// Widest kernel handled (one load mask per column tap and vector).
 const MAX_KW: usize = 8;
 /// Output rows per parallel task.
@@ -349,7 +350,16 @@ mod speed {
     #[test]
     #[ignore = "timing probe: cargo test --release -p rtq-exec conv_direct::speed -- --ignored --nocapture"]
     fn det_shapes() {
-        for (c, hw, m) in [(96, 80, 24), (96, 40, 24), (96, 20, 24)] {
+        for (c, hw, m) in [
+            (96, 80, 24),
+            (96, 40, 24),
+            (96, 20, 24),
+            (16, 32, 16),
+            (32, 16, 32),
+            (64, 56, 64),
+            (128, 28, 128),
+            (256, 14, 256),
+        ] {
             let p = ConvProblem {
                 n: 1,
                 c,
@@ -366,6 +376,9 @@ mod speed {
                     output: [1, hw, hw],
                 },
             };
+            if !applies(&p) {
+                continue;
+            }
             let x = vec![0.5f32; c * hw * hw];
             let w = pack_weights(&vec![0.25f32; m * c * 9], &p);
             let mut out = vec![0.0f32; m * hw * hw];
@@ -378,8 +391,21 @@ mod speed {
                 })
                 .fold(f64::INFINITY, f64::min);
             let gmacs = (m * c * 9 * hw * hw) as f64 / s / 1e9;
+            let wino = if crate::ops::winograd::applies(&p) {
+                let u = crate::ops::winograd::transform_weights(&vec![0.25f32; m * c * 9], &p);
+                let t = (0..50)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        crate::ops::winograd::conv(&x, &u, &p, &mut out);
+                        t.elapsed().as_secs_f64()
+                    })
+                    .fold(f64::INFINITY, f64::min);
+                format!("{:.3} ms", t * 1e3)
+            } else {
+                "-".into()
+            };
             println!(
-                "{c}->{m} 3x3 at {hw}x{hw}: {:.3} ms ({gmacs:.1} GMAC/s)",
+                "{c}->{m} 3x3 at {hw}x{hw}: {:.3} ms ({gmacs:.1} GMAC/s), winograd {wino}",
                 s * 1e3
             );
         }
