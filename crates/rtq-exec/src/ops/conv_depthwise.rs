@@ -11,6 +11,7 @@
 
 use crate::ops::conv::ConvProblem;
 use crate::par;
+use crate::simd::lane_mask;
 
 /// Widest register block, in 16-column vectors.
 const XB: usize = 4;
@@ -50,6 +51,7 @@ pub(crate) fn conv(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
     assert_eq!(out.len(), p.n * p.m * out_sp, "output size");
     assert_eq!(x.len(), p.n * p.c * win.input_size(), "input size");
     assert_eq!(w.len(), p.m * ksz, "weights size");
+    let masks = vector_masks(p);
     par::chunks_mut(out, out_sp, out.len() * ksz, |plane, dst| {
         let (ni, mo) = (plane / p.m, plane % p.m);
         let ci = mo / (p.m / p.group);
@@ -58,19 +60,51 @@ pub(crate) fn conv(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
         // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`.
         #[cfg(target_arch = "x86_64")]
         unsafe {
-            avx512::plane(xp, wk, p, dst)
+            avx512::plane(xp, wk, p, &masks, dst)
         };
         #[cfg(not(target_arch = "x86_64"))]
         let _ = (xp, wk, dst);
     });
 }
 
+/// The lanes of one 16-column vector of an output row: those inside the row, and per
+/// column tap those inside the input row (for stride 2, of the two vectors whose even
+/// lanes are the tap's inputs). The same for every row and plane.
+#[derive(Clone, Copy)]
+struct VectorMasks {
+    store: u16,
+    load: [[u16; 2]; MAX_KW],
+}
+
+/// The masks of every vector of an output row.
+fn vector_masks(p: &ConvProblem) -> Vec<VectorMasks> {
+    let win = &p.win;
+    let (kw, iw, sw, ow) = (win.kernel[2], win.input[2], win.stride[2], win.output[2]);
+    let left = win.pad_begin[2] as isize;
+    (0..ow.div_ceil(16))
+        .map(|j| {
+            let col = 16 * j as isize;
+            let mut load = [[0u16; 2]; MAX_KW];
+            for (kx, l) in load.iter_mut().enumerate().take(kw) {
+                let first = col * sw as isize + kx as isize - left;
+                *l = [
+                    lane_mask(first, 0, iw as isize),
+                    lane_mask(first + 16, 0, iw as isize),
+                ];
+            }
+            VectorMasks {
+                store: lane_mask(col, 0, ow as isize),
+                load,
+            }
+        })
+        .collect()
+}
+
 // Tap loops index several per-tap arrays (weights, masks, offsets) by the tap.
 #[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{ConvProblem, MAX_KW, XB};
-    use crate::simd::lane_mask;
+    use super::{ConvProblem, VectorMasks, XB};
     use std::arch::x86_64::*;
 
     /// One output plane `dst` (holding its bias or zeros) from input plane `xp` and
@@ -80,23 +114,30 @@ mod avx512 {
     /// # Safety
     /// AVX-512 F must be available; `xp`, `wk` and `dst` must have the sizes of `p`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn plane(xp: &[f32], wk: &[f32], p: &ConvProblem, dst: &mut [f32]) {
-        let vectors = p.win.output[2].div_ceil(16);
+    pub(super) unsafe fn plane(
+        xp: &[f32],
+        wk: &[f32],
+        p: &ConvProblem,
+        masks: &[VectorMasks],
+        dst: &mut [f32],
+    ) {
+        let vectors = masks.len();
         let mut v = 0;
         while v + XB <= vectors {
-            column::<XB>(xp, wk, p, 16 * v, dst);
+            column::<XB>(xp, wk, p, (v, &masks[v..v + XB]), dst);
             v += XB;
         }
         match vectors - v {
             0 => {}
-            1 => column::<1>(xp, wk, p, 16 * v, dst),
-            2 => column::<2>(xp, wk, p, 16 * v, dst),
-            3 => column::<3>(xp, wk, p, 16 * v, dst),
+            1 => column::<1>(xp, wk, p, (v, &masks[v..]), dst),
+            2 => column::<2>(xp, wk, p, (v, &masks[v..]), dst),
+            3 => column::<3>(xp, wk, p, (v, &masks[v..]), dst),
             left => unreachable!("{left} vectors left in a block of {XB}"),
         }
     }
 
-    /// `V` vectors of output columns from `ox0`, down every output row of `dst`.
+    /// `V` vectors of output columns from vector `v` (their `masks`), down every
+    /// output row of `dst`.
     ///
     /// # Safety
     /// As [`plane`].
@@ -105,29 +146,14 @@ mod avx512 {
         xp: &[f32],
         wk: &[f32],
         p: &ConvProblem,
-        ox0: usize,
+        (v, masks): (usize, &[VectorMasks]),
         dst: &mut [f32],
     ) {
-        let win = &p.win;
-        let (kw, iw, sw) = (win.kernel[2], win.input[2], win.stride[2]);
-        let [_, oh, ow] = win.output;
-        let left = win.pad_begin[2] as isize;
-        // Lanes inside the output row, and the load masks of each tap and vector: for
-        // stride 2, the two vectors whose even lanes are the tap's inputs.
-        let mut store = [0u16; V];
-        let mut load = [[[0u16; 2]; MAX_KW]; V];
-        for j in 0..V {
-            let col = (ox0 + 16 * j) as isize;
-            store[j] = lane_mask(col, 0, ow as isize);
-            for kx in 0..kw {
-                let first = col * sw as isize + kx as isize - left;
-                load[j][kx] = [
-                    lane_mask(first, 0, iw as isize),
-                    lane_mask(first + 16, 0, iw as isize),
-                ];
-            }
-        }
-        let masks = (&store, &load);
+        let oh = p.win.output[1];
+        let ox0 = 16 * v;
+        // A local copy of fixed size: indexed without bounds checks in the tap loop.
+        let masks: [VectorMasks; V] = std::array::from_fn(|j| masks[j]);
+        let masks = &masks;
         // Several rows at once: independent accumulation chains (a row's taps form
         // one chain per vector, too short to hide the multiply-add latency).
         let rows = if V <= 2 { 4 } else { 2 };
@@ -156,7 +182,7 @@ mod avx512 {
         wk: &[f32],
         p: &ConvProblem,
         (oy, ox0): (usize, usize),
-        (store, load): (&[u16; V], &[[[u16; 2]; MAX_KW]; V]),
+        masks: &[VectorMasks; V],
         dst: &mut [f32],
     ) {
         let win = &p.win;
@@ -172,7 +198,7 @@ mod avx512 {
         let mut acc = [[_mm512_setzero_ps(); V]; R];
         for (r, acc_r) in acc.iter_mut().enumerate() {
             for (j, a) in acc_r.iter_mut().enumerate() {
-                *a = _mm512_maskz_loadu_ps(store[j], out.add(r * ow + 16 * j));
+                *a = _mm512_maskz_loadu_ps(masks[j].store, out.add(r * ow + 16 * j));
             }
         }
         for ky in 0..kh {
@@ -189,7 +215,7 @@ mod avx512 {
                         // Masked-off lanes are not accessed (no fault), so the address
                         // may lie outside the row.
                         let at = xr.wrapping_offset(first + (16 * j * sw) as isize);
-                        let [m0, m1] = load[j][kx];
+                        let [m0, m1] = masks[j].load[kx];
                         let xv = if sw == 1 {
                             _mm512_maskz_loadu_ps(m0, at)
                         } else {
@@ -204,7 +230,7 @@ mod avx512 {
         }
         for (r, acc_r) in acc.iter().enumerate() {
             for (j, a) in acc_r.iter().enumerate() {
-                _mm512_mask_storeu_ps(out.add(r * ow + 16 * j), store[j], *a);
+                _mm512_mask_storeu_ps(out.add(r * ow + 16 * j), masks[j].store, *a);
             }
         }
     }
