@@ -11,8 +11,14 @@ use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
 use crate::par;
 use crate::registry::Kernel;
+use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::{DType, Tensor};
+
+multiversioned! {
+    /// [`hard_swish`] compiled for the widest vectors the CPU has.
+    fn hard_swish_wide(v: &mut [f32], scale: f32, divide: bool) => hard_swish
+}
 
 /// `(x * clip(x + 3, 0, 6)) / scale` (or `* scale` when not `divide`) of every element
 /// of `v`, in place. Clip as the executor's Clip computes it (NaN passes through:
@@ -46,7 +52,7 @@ fn decomposed_hard_swish(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let mut out = ctx.float_input(0)?.into_owned();
     let work = out.len();
     par::chunks_mut(&mut out, par::PAR_MIN_ELEMS, work, |_, v| {
-        hard_swish(v, scale, divide)
+        hard_swish_wide(v, scale, divide)
     });
     Ok(vec![tensor_from_f32(DType::F32, x.shape().to_vec(), out)])
 }
