@@ -37,6 +37,8 @@ mod nested;
 mod ops;
 mod par;
 mod plan;
+#[cfg(test)]
+mod probe;
 mod registry;
 mod simd;
 mod strided;

@@ -54,20 +54,20 @@ pub(crate) fn lane_mask(first: isize, lo: isize, hi: isize) -> u16 {
     ones << start
 }
 
-/// Defines `fn $name(args)` calling the `#[inline(always)]` function `$body` compiled
-/// for AVX-512, AVX2 or the baseline, whichever [`Simd::detect`] finds.
+/// Defines `fn $name(args) -> ret` calling the `#[inline(always)]` function `$body`
+/// compiled for AVX-512, AVX2 or the baseline, whichever [`Simd::detect`] finds.
 macro_rules! multiversioned {
-    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) => $body:path) => {
+    ($(#[$m:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $body:path) => {
         $(#[$m])*
-        $vis fn $name($($arg: $ty),*) {
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512bw")]
-                unsafe fn avx512($($arg: $ty),*) {
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
                     $body($($arg),*)
                 }
                 #[target_feature(enable = "avx2")]
-                unsafe fn avx2($($arg: $ty),*) {
+                unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
                     $body($($arg),*)
                 }
                 match $crate::simd::Simd::detect() {

@@ -6,12 +6,12 @@ use rayon::prelude::*;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
-use crate::gemm::{sgemm, Mat};
+use crate::gemm::{sgemm, sgemm_serial, Mat};
 use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::window::{
     axis_attr, dilated_extent, pads_attr, valid_taps, widen, Window, SPATIAL,
 };
-use crate::par::PAR_MIN_ELEMS;
+use crate::par::{self, PAR_MIN_ELEMS};
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::Tensor;
@@ -153,43 +153,26 @@ fn conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         }
     }
     let cg = c / group;
-    let (in_sp, out_sp, ksz) = (win.input_size(), win.output_size(), win.kernel_size());
-    let rows_k = mg * ksz;
-    let iw = win.input[2];
-    let in_rows = in_sp / iw.max(1);
-    let tile_rows = (COL_BUDGET / (rows_k * iw).max(1)).clamp(1, in_rows.max(1));
+    let (in_sp, out_sp, rows_k) = (win.input_size(), win.output_size(), mg * win.kernel_size());
     let mut out = vec![0.0f32; n * m * out_sp];
     let mut shape = vec![n, m];
     shape.extend(win.output_dims());
     if out.is_empty() {
         return Ok(vec![tensor_from_f32(dtype, shape, out)]);
     }
-    with_columns(rows_k * tile_rows * iw, |col| {
-        for ni in 0..n {
-            for g in 0..group {
-                let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
-                // W for this group is cg x (mg * ksz); its transpose maps input channels to taps.
-                let wt = Mat::row_major(&ws[g * cg * rows_k..][..cg * rows_k], cg, rows_k).t();
-                let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-                let mut r0 = 0;
-                while r0 < in_rows {
-                    let tr = tile_rows.min(in_rows - r0);
-                    let tp = tr * iw;
-                    let buf = &mut col[..rows_k * tp];
-                    let xt = Mat {
-                        data: &xg[r0 * iw..],
-                        rows: cg,
-                        cols: tp,
-                        row_stride: in_sp,
-                        col_stride: 1,
-                    };
-                    sgemm(1.0, wt, xt, 0.0, buf, tp);
-                    col2im(buf, &win, r0, tr, out_g);
-                    r0 += tr;
-                }
+    let disjoint = disjoint_taps(&win);
+    for ni in 0..n {
+        for g in 0..group {
+            let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
+            let wg = &ws[g * cg * rows_k..][..cg * rows_k];
+            let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
+            if disjoint {
+                group_disjoint(xg, wg, &win, cg, out_g);
+            } else {
+                group_col2im(xg, wg, &win, cg, out_g);
             }
         }
-    });
+    }
     if let Some(b) = &bias {
         for (plane, chunk) in out.chunks_mut(out_sp).enumerate() {
             let v = b[plane % m];
@@ -197,6 +180,146 @@ fn conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         }
     }
     Ok(vec![tensor_from_f32(dtype, shape, out)])
+}
+
+/// The input rows (all but the last spatial axis) of `xg` (one group's `cg` input
+/// channels): `(rows, row length)`.
+fn input_rows(win: &Window) -> (usize, usize) {
+    let iw = win.input[2];
+    (win.input_size() / iw.max(1), iw)
+}
+
+/// Input channels `cg` by input positions `r0 * iw..(r0 + tr) * iw` of `xg`.
+fn row_tile(xg: &[f32], cg: usize, in_sp: usize, r0: usize, tr: usize, iw: usize) -> Mat<'_> {
+    Mat {
+        data: &xg[r0 * iw..],
+        rows: cg,
+        cols: tr * iw,
+        row_stride: in_sp,
+        col_stride: 1,
+    }
+}
+
+/// One group's transposed convolution (`wg` its `cg x (mg * ksz)` weights, `out_g` its
+/// `mg` zeroed output planes): a GEMM of the transposed weights with a tile of input
+/// rows, then the col2im scatter-add of the tile, tiled to bound the column buffer.
+fn group_col2im(xg: &[f32], wg: &[f32], win: &Window, cg: usize, out_g: &mut [f32]) {
+    let rows_k = wg.len() / cg;
+    let (in_rows, iw) = input_rows(win);
+    let tile_rows = (COL_BUDGET / (rows_k * iw).max(1)).clamp(1, in_rows.max(1));
+    // The transposed weights map input channels to (output channel, tap) rows.
+    let wt = Mat::row_major(wg, cg, rows_k).t();
+    with_columns(rows_k * tile_rows * iw, |col| {
+        let mut r0 = 0;
+        while r0 < in_rows {
+            let tr = tile_rows.min(in_rows - r0);
+            let buf = &mut col[..rows_k * tr * iw];
+            let xt = row_tile(xg, cg, win.input_size(), r0, tr, iw);
+            sgemm(1.0, wt, xt, 0.0, buf, tr * iw);
+            col2im(buf, win, r0, tr, out_g);
+            r0 += tr;
+        }
+    });
+}
+
+/// One group's transposed convolution when the taps are disjoint ([`disjoint_taps`]):
+/// blocks of output channels in parallel, each a single-threaded GEMM per tile of
+/// input rows (the block's rows of the transposed weights) followed by the tile's
+/// scatter into the block's planes. Each output element is one dot product over the
+/// group's input channels, the same on any number of threads.
+fn group_disjoint(xg: &[f32], wg: &[f32], win: &Window, cg: usize, out_g: &mut [f32]) {
+    let (in_sp, out_sp, ksz) = (win.input_size(), win.output_size(), win.kernel_size());
+    let rows_k = wg.len() / cg;
+    let mg = rows_k / ksz;
+    let (in_rows, iw) = input_rows(win);
+    let block = mg.div_ceil(CHANNEL_BLOCKS);
+    par::chunks_mut(out_g, block * out_sp, out_g.len(), |b, planes| {
+        let rows = planes.len() / out_sp * ksz;
+        let tile_rows = (DISJOINT_TILE / (rows * iw).max(1)).clamp(1, in_rows.max(1));
+        // Rows (mo, tap) of the transposed weights for this block's channels.
+        let wt = Mat {
+            data: &wg[b * block * ksz..],
+            rows,
+            cols: cg,
+            row_stride: 1,
+            col_stride: rows_k,
+        };
+        with_columns(rows * tile_rows * iw, |col| {
+            let mut r0 = 0;
+            while r0 < in_rows {
+                let tr = tile_rows.min(in_rows - r0);
+                let buf = &mut col[..rows * tr * iw];
+                let xt = row_tile(xg, cg, in_sp, r0, tr, iw);
+                sgemm_serial(1.0, wt, xt, 0.0, buf, tr * iw);
+                scatter_disjoint(buf, win, r0, tr, planes);
+                r0 += tr;
+            }
+        });
+    });
+}
+
+/// Most blocks of output channels [`group_disjoint`] runs in parallel.
+const CHANNEL_BLOCKS: usize = 8;
+
+/// Column elements per tile when the taps are disjoint: small enough for the tile to
+/// stay in cache between the GEMM that writes it and the scatter that reads it.
+const DISJOINT_TILE: usize = 1 << 18;
+
+/// Whether every output position takes exactly one tap of one input position, so that
+/// the column tile is copied into the output instead of accumulated: strides equal
+/// to the kernel, no dilation, no begin padding, and an output of exactly input x
+/// kernel on every axis (any end padding cancels the output padding).
+fn disjoint_taps(win: &Window) -> bool {
+    (0..SPATIAL).all(|a| {
+        win.stride[a] == win.kernel[a]
+            && win.dilation[a] == 1
+            && win.pad_begin[a] == 0
+            && win.output[a] == win.input[a] * win.kernel[a]
+    })
+}
+
+/// Writes the column tile (as [`col2im`] takes it) into `planes` (the output planes
+/// of the tile's channels) when the taps are disjoint ([`disjoint_taps`]): output row
+/// (iz kd + kz, iy kh + ky) of channel mo interleaves the `kw` column rows of taps
+/// (mo, kz, ky, 0..kw) over input row (iz, iy).
+fn scatter_disjoint(col: &[f32], win: &Window, r0: usize, tr: usize, planes: &mut [f32]) {
+    let [kd, kh, kw] = win.kernel;
+    let [_, ih, iw] = win.input;
+    let [_, oh, ow] = win.output;
+    let (ksz, tp) = (win.kernel_size(), tr * iw);
+    for (mo, dst) in planes.chunks_mut(win.output_size()).enumerate() {
+        for r in 0..tr {
+            let (iz, iy) = ((r0 + r) / ih, (r0 + r) % ih);
+            for kz in 0..kd {
+                for ky in 0..kh {
+                    let first = (mo * ksz + (kz * kh + ky) * kw) * tp + r * iw;
+                    let oy = (iz * kd + kz) * oh + iy * kh + ky;
+                    interleave(&col[first..], tp, kw, &mut dst[oy * ow..][..ow]);
+                }
+            }
+        }
+    }
+}
+
+/// `dst[ix k + kx] = src[kx stride + ix]`: `dst` interleaves `k` source rows of
+/// `dst.len() / k` elements each, `stride` apart in `src`.
+fn interleave(src: &[f32], stride: usize, k: usize, dst: &mut [f32]) {
+    let len = dst.len() / k;
+    if k == 2 {
+        // The common 2x2 upsampling, as a loop the compiler vectorizes.
+        let (a, b) = (&src[..len], &src[stride..][..len]);
+        for ((d, &x), &y) in dst.chunks_exact_mut(2).zip(a).zip(b) {
+            d[0] = x;
+            d[1] = y;
+        }
+        return;
+    }
+    for kx in 0..k {
+        let row = &src[kx * stride..][..len];
+        for (d, &v) in dst[kx..].iter_mut().step_by(k).zip(row) {
+            *d = v;
+        }
+    }
 }
 
 /// Scatter-adds the column tile (`mg*ksz` rows over input rows `r0..r0+tr`) into the
@@ -378,5 +501,62 @@ mod tests {
         let w = Tensor::from_f32(vec![1, 1, 2], vec![1.0, 3.0]);
         let y = run(&[("dilations", Attr::Ints(vec![3]))], &x, &w, None);
         assert_eq!(y.as_f32().unwrap(), &[2.0, 0.0, 0.0, 6.0]);
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use crate::eval_node;
+    use crate::gemm::{sgemm, Mat};
+    use crate::probe::best_ms;
+    use rtq_ir::{Attr, Tensor};
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -p rtq-exec conv_transpose::speed -- --ignored --nocapture"]
+    fn det_shapes() {
+        let attrs = [
+            ("kernel_shape", Attr::Ints(vec![2, 2])),
+            ("strides", Attr::Ints(vec![2, 2])),
+        ];
+        let n = rtq_test_support::node("ConvTranspose", &attrs, 1);
+        for (c, m, hw) in [(24, 24, 80), (24, 1, 160)] {
+            let x = Tensor::from_f32(
+                vec![1, c, hw, hw],
+                (0..c * hw * hw).map(|i| (i % 13) as f32 * 0.1).collect(),
+            );
+            let w = Tensor::from_f32(
+                vec![c, m, 2, 2],
+                (0..c * m * 4).map(|i| (i % 7) as f32 * 0.1).collect(),
+            );
+            let ms = best_ms(20, || {
+                eval_node(&n, &[Some(&x), Some(&w)]).unwrap();
+            });
+            let (xs, ws) = (x.as_f32().unwrap(), w.as_f32().unwrap());
+            let mut col = vec![0.0f32; m * 4 * hw * hw];
+            let gemm = best_ms(20, || {
+                let wt = Mat::row_major(ws, c, m * 4).t();
+                let xm = Mat::row_major(xs, c, hw * hw);
+                sgemm(1.0, wt, xm, 0.0, &mut col, hw * hw);
+            });
+            let win = crate::ops::window::Window {
+                rank: 2,
+                input: [1, hw, hw],
+                kernel: [1, 2, 2],
+                stride: [1, 2, 2],
+                dilation: [1, 1, 1],
+                pad_begin: [0; 3],
+                pad_end: [0; 3],
+                output: [1, 2 * hw, 2 * hw],
+            };
+            let mut out = vec![0.0f32; m * 4 * hw * hw];
+            let scatter = best_ms(20, || super::scatter_disjoint(&col, &win, 0, hw, &mut out));
+            let zeroed = best_ms(20, || {
+                std::hint::black_box(vec![0.0f32; m * 4 * hw * hw]);
+            });
+            println!(
+                "[1,{c},{hw},{hw}] -> {m} channels: {ms:.4} ms (its GEMM {gemm:.4} ms, \
+                 whole scatter {scatter:.4} ms, zeroed output {zeroed:.4} ms)"
+            );
+        }
     }
 }

@@ -296,8 +296,33 @@ fn global_average_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         if v.is_empty() {
             return f32::NAN;
         }
-        (v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64) as f32
+        (plane_sum(v) / v.len() as f64) as f32
     })
+}
+
+/// Interleaved partial sums of [`plane_sum`]: independent additions for the vector
+/// units.
+const SUM_LANES: usize = 16;
+
+multiversioned! {
+    /// The sum of `v` in f64. Element `i` goes to partial sum `i % SUM_LANES` (the
+    /// tail past the last whole group to its own sum), and the partial sums are added
+    /// at the end: a different order than one running sum, the same value up to f64
+    /// rounding.
+    fn plane_sum(v: &[f32]) -> f64 => plane_sum_body
+}
+
+#[inline(always)]
+fn plane_sum_body(v: &[f32]) -> f64 {
+    let mut acc = [0.0f64; SUM_LANES];
+    let groups = v.chunks_exact(SUM_LANES);
+    let tail: f64 = groups.remainder().iter().map(|&x| f64::from(x)).sum();
+    for group in groups {
+        for (a, &x) in acc.iter_mut().zip(group) {
+            *a += f64::from(x);
+        }
+    }
+    acc.iter().sum::<f64>() + tail
 }
 
 fn global_max_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -450,8 +475,95 @@ mod tests {
     }
 
     #[test]
+    fn global_average_pool_matches_the_exact_mean() {
+        // Plane sizes around the partial-sum count, batch 2, 3 channels.
+        for spatial in [
+            vec![1],
+            vec![7],
+            vec![16],
+            vec![17],
+            vec![5, 7],
+            vec![81, 79],
+        ] {
+            let sp: usize = spatial.iter().product();
+            let mut shape = vec![2, 3];
+            shape.extend(&spatial);
+            let data: Vec<f32> = (0..6 * sp)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.37 + (i / sp) as f32 * 100.0)
+                .collect();
+            let y = run(
+                "GlobalAveragePool",
+                &[],
+                &Tensor::from_f32(shape, data.clone()),
+            );
+            assert_eq!(y.shape().len(), spatial.len() + 2);
+            for (plane, &got) in y.as_f32().unwrap().iter().enumerate() {
+                let values = &data[plane * sp..][..sp];
+                let want = values.iter().map(|&v| f64::from(v)).sum::<f64>() / sp as f64;
+                let tolerance = 1e-6 * want.abs().max(1.0);
+                assert!(
+                    (f64::from(got) - want).abs() <= tolerance,
+                    "{spatial:?} plane {plane}: {got} vs {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn global_average_pool_propagates_nan_and_inf() {
+        let mut data = vec![1.0f32; 4 * 35];
+        data[3] = f32::NAN;
+        data[35 + 34] = f32::INFINITY;
+        data[70 + 17] = f32::INFINITY;
+        data[70 + 18] = f32::NEG_INFINITY;
+        let x = Tensor::from_f32(vec![1, 4, 5, 7], data);
+        let y = run("GlobalAveragePool", &[], &x);
+        let y = y.as_f32().unwrap();
+        assert!(y[0].is_nan());
+        assert_eq!(y[1], f32::INFINITY);
+        assert!(y[2].is_nan());
+        assert_eq!(y[3], 1.0);
+        let empty = Tensor::from_f32(vec![1, 1, 0], vec![]);
+        assert!(run("GlobalAveragePool", &[], &empty).as_f32().unwrap()[0].is_nan());
+    }
+
+    #[test]
     fn missing_kernel_shape_is_an_error() {
         let err = eval_node(&node("MaxPool", &[], 1), &[Some(&x44())]).unwrap_err();
         assert!(err.to_string().contains("kernel_shape"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use crate::eval_node;
+    use crate::probe::best_ms;
+    use rtq_ir::Tensor;
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -p rtq-exec pool::speed -- --ignored --nocapture"]
+    fn det_global_average_pools() {
+        let n = rtq_test_support::node("GlobalAveragePool", &[], 1);
+        let mut total = 0.0;
+        for (c, hw) in [
+            (192, 10),
+            (384, 10),
+            (96, 10),
+            (96, 20),
+            (96, 40),
+            (96, 80),
+            (24, 10),
+            (24, 20),
+            (24, 40),
+            (24, 80),
+        ] {
+            let x = Tensor::from_f32(vec![1, c, hw, hw], vec![0.5; c * hw * hw]);
+            let ms = best_ms(20, || {
+                eval_node(&n, &[Some(&x)]).unwrap();
+            });
+            total += ms;
+            println!("[1,{c},{hw},{hw}]: {ms:.4} ms");
+        }
+        println!("total {total:.4} ms");
     }
 }

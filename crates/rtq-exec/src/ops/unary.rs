@@ -5,9 +5,10 @@
 use crate::ctx::OpCtx;
 use crate::elem::{with_numeric, Elem};
 use crate::float::tensor_from_f32;
-use crate::math::erf;
+use crate::math::{erf, exp_m1_nonpositive, exp_nonpositive};
 use crate::par;
 use crate::registry::Kernel;
+use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::{Tensor, TensorData};
 
@@ -66,6 +67,25 @@ fn float_map(
     let dtype = ctx.float_dtype(0)?;
     let v = ctx.float_input(0)?;
     let out = par::map(&v, |&a| f(a));
+    Ok(vec![tensor_from_f32(dtype, x.shape().to_vec(), out)])
+}
+
+/// Elements per task of [`float_slices`].
+const SLICE: usize = 1 << 13;
+
+/// Applies `f(src, dst)` to consecutive slices of float input 0 and of the output (in
+/// parallel for big inputs); the output keeps the input's float type.
+fn float_slices(
+    ctx: &OpCtx<'_>,
+    f: impl Fn(&[f32], &mut [f32]) + Sync + Send,
+) -> Result<Vec<Tensor>, ExecError> {
+    let x = ctx.input(0)?;
+    let dtype = ctx.float_dtype(0)?;
+    let v = ctx.float_input(0)?;
+    let mut out = vec![0.0f32; v.len()];
+    par::chunks_mut(&mut out, SLICE, v.len(), |i, dst| {
+        f(&v[i * SLICE..][..dst.len()], dst)
+    });
     Ok(vec![tensor_from_f32(dtype, x.shape().to_vec(), out)])
 }
 
@@ -178,18 +198,56 @@ fn thresholded_relu(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     float_map(ctx, |x| if x > alpha { x } else { 0.0 })
 }
 
-/// The logistic function, without overflow for large |x|.
-pub(crate) fn sigmoid_f32(x: f32) -> f32 {
-    if x >= 0.0 {
-        1.0 / (1.0 + (-x).exp())
-    } else {
-        let e = x.exp();
-        e / (1.0 + e)
+/// The logistic function within an ulp, without overflow for large |x|:
+/// `1 / (1 + t)` for x >= 0 and `t / (1 + t)` below, with `t = e^-|x|`, in f64
+/// rounded once to f32.
+#[inline(always)]
+fn sigmoid_f32(x: f32) -> f32 {
+    let t = exp_nonpositive(-x.abs());
+    // NaN takes `t` (NaN) and stays NaN.
+    let numerator = if x >= 0.0 { 1.0 } else { t };
+    (numerator / (1.0 + t)) as f32
+}
+
+/// The hyperbolic tangent within 2 ulps: `(1 - t) / (1 + t)` with `t = e^-2|x|`
+/// (`1 - t` from e^x - 1 without cancellation), in f64 rounded once to f32, with the
+/// sign of x.
+#[inline(always)]
+fn tanh_f32(x: f32) -> f32 {
+    let m = exp_m1_nonpositive(-2.0 * x.abs());
+    ((-m / (2.0 + m)) as f32).copysign(x)
+}
+
+/// `dst[i] = f(src[i])`, for the vectorized loops below.
+#[inline(always)]
+fn map_into(src: &[f32], dst: &mut [f32], f: impl Fn(f32) -> f32) {
+    for (d, &x) in dst.iter_mut().zip(src) {
+        *d = f(x);
     }
 }
 
+multiversioned! {
+    /// [`sigmoid_f32`] of every element of `src` into `dst`.
+    fn sigmoid_slice(src: &[f32], dst: &mut [f32]) => sigmoid_slice_body
+}
+
+#[inline(always)]
+fn sigmoid_slice_body(src: &[f32], dst: &mut [f32]) {
+    map_into(src, dst, sigmoid_f32)
+}
+
+multiversioned! {
+    /// [`tanh_f32`] of every element of `src` into `dst`.
+    fn tanh_slice(src: &[f32], dst: &mut [f32]) => tanh_slice_body
+}
+
+#[inline(always)]
+fn tanh_slice_body(src: &[f32], dst: &mut [f32]) {
+    map_into(src, dst, tanh_f32)
+}
+
 fn sigmoid(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
-    float_map(ctx, sigmoid_f32)
+    float_slices(ctx, sigmoid_slice)
 }
 
 fn hard_sigmoid(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -203,7 +261,7 @@ fn hard_swish(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 }
 
 fn tanh(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
-    float_map(ctx, f32::tanh)
+    float_slices(ctx, tanh_slice)
 }
 
 fn exp(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -476,6 +534,72 @@ mod tests {
         close(run1("Softplus", &[], &big).as_f32().unwrap(), &[0.0, 100.0]);
     }
 
+    /// The distance in ulps between `got` and the exact `want` (subnormal ulps count
+    /// as normal ones).
+    fn ulps(got: f32, want: f64) -> f64 {
+        let w = (want as f32).abs();
+        let ulp = f64::from(f32::from_bits(w.to_bits() + 1) - w);
+        (f64::from(got) - want).abs() / ulp
+    }
+
+    /// The worst ulp error of `op` over a dense sweep of [-110, 110], every 101st
+    /// float in [-1, 1] and a few extremes, against `exact`, as (ulps, x).
+    fn worst_ulps(op: &str, exact: impl Fn(f64) -> f64) -> (f64, f32) {
+        let mut x: Vec<f32> = (-1_100_000..=1_100_000).map(|i| i as f32 * 1e-4).collect();
+        x.extend((0..(1.0f32).to_bits()).step_by(101).map(f32::from_bits));
+        x.extend(
+            (0..(1.0f32).to_bits())
+                .step_by(101)
+                .map(|b| -f32::from_bits(b)),
+        );
+        x.extend([
+            1e-30, -1e-30, 87.0, -87.5, -88.0, -95.0, -103.0, -104.5, 200.0,
+        ]);
+        x.extend([
+            -200.0,
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+        ]);
+        let t = Tensor::from_f32(vec![x.len()], x.clone());
+        let y = run1(op, &[], &t);
+        let mut worst = (0.0, 0.0f32);
+        for (&xi, &yi) in x.iter().zip(y.as_f32().unwrap()) {
+            let e = ulps(yi, exact(f64::from(xi)));
+            if e > worst.0 {
+                worst = (e, xi);
+            }
+        }
+        worst
+    }
+
+    /// `op` of NaN, inf, -inf, 0 and -0.
+    fn specials(op: &str) -> Vec<f32> {
+        let x = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0];
+        let y = run1(op, &[], &Tensor::from_f32(vec![5], x.to_vec()));
+        y.as_f32().unwrap().to_vec()
+    }
+
+    #[test]
+    fn sigmoid_is_within_an_ulp_everywhere() {
+        let worst = worst_ulps("Sigmoid", |x| 1.0 / (1.0 + (-x).exp()));
+        assert!(worst.0 <= 1.0, "{} ulps at x = {}", worst.0, worst.1);
+        let y = specials("Sigmoid");
+        assert!(y[0].is_nan());
+        assert_eq!(&y[1..], &[1.0, 0.0, 0.5, 0.5]);
+    }
+
+    #[test]
+    fn tanh_is_within_two_ulps_everywhere() {
+        let worst = worst_ulps("Tanh", f64::tanh);
+        assert!(worst.0 <= 2.0, "{} ulps at x = {}", worst.0, worst.1);
+        let y = specials("Tanh");
+        assert!(y[0].is_nan());
+        assert_eq!(&y[1..], &[1.0, -1.0, 0.0, -0.0]);
+        assert!(y[4].is_sign_negative(), "tanh(-0) = -0");
+    }
+
     #[test]
     fn round_is_half_to_even() {
         let x = Tensor::from_f32(vec![5], vec![0.5, 1.5, 2.5, -2.5, 2.6]);
@@ -544,5 +668,37 @@ mod tests {
         let training = Tensor::new(vec![], TensorData::Bool(vec![true])).unwrap();
         let err = eval_node(&node("Dropout", &[], 1), &[Some(&x), None, Some(&training)]);
         assert!(err.is_err());
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use crate::eval_node;
+    use crate::probe::best_ms;
+    use rtq_ir::Tensor;
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -p rtq-exec unary::speed -- --ignored --nocapture"]
+    fn det_sigmoid_and_tanh() {
+        let n = rtq_test_support::node("Sigmoid", &[], 1);
+        let len = 320 * 320;
+        let x = Tensor::from_f32(
+            vec![1, 1, 320, 320],
+            (0..len).map(|i| (i % 2001) as f32 * 0.01 - 10.0).collect(),
+        );
+        let ms = best_ms(20, || {
+            eval_node(&n, &[Some(&x)]).unwrap();
+        });
+        println!("Sigmoid [1,1,320,320]: {ms:.4} ms");
+        let src = x.as_f32().unwrap();
+        let mut dst = vec![0.0f32; len];
+        let ms = best_ms(20, || super::sigmoid_slice(src, &mut dst));
+        println!("sigmoid_slice alone: {ms:.4} ms");
+        let ms = best_ms(20, || super::tanh_slice(src, &mut dst));
+        println!("tanh_slice alone: {ms:.4} ms");
+        let ms = best_ms(20, || {
+            dst.iter_mut().zip(src).for_each(|(d, &x)| *d = x.tanh());
+        });
+        println!("f32::tanh loop: {ms:.4} ms");
     }
 }
