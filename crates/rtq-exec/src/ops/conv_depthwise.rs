@@ -237,11 +237,12 @@ mod avx512 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ops::window::Window;
 
-    fn values(len: usize, seed: u32) -> Vec<f32> {
+    /// `len` deterministic values in [-1, 1] (kernel tests' inputs and weights).
+    pub(crate) fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len)
             .map(|i| {
                 let h = (i as u32 ^ seed).wrapping_mul(2654435761).rotate_left(13);

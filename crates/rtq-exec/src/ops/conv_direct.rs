@@ -238,6 +238,7 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::conv_depthwise::tests::values;
     use crate::ops::window::Window;
 
     /// A plain 2-D convolution (group 1, stride 1) as the oracle.
@@ -278,15 +279,6 @@ mod tests {
             }
         }
         out.into_iter().map(|v| v as f32).collect()
-    }
-
-    fn values(len: usize, seed: u32) -> Vec<f32> {
-        (0..len)
-            .map(|i| {
-                let h = (i as u32 ^ seed).wrapping_mul(2654435761).rotate_left(13);
-                (h % 2001) as f32 / 1000.0 - 1.0
-            })
-            .collect()
     }
 
     #[test]
