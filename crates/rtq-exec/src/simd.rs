@@ -18,6 +18,11 @@ pub(crate) enum Simd {
 }
 
 impl Simd {
+    /// Whether this CPU has AVX-512 F and BW (never on other architectures).
+    pub(crate) fn has_avx512() -> bool {
+        Simd::detect() == Simd::Avx512
+    }
+
     /// The best this CPU has (detected once).
     pub(crate) fn detect() -> Simd {
         static BEST: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();

@@ -21,25 +21,13 @@ const MAX_KW: usize = 8;
 /// Whether [`conv`] computes `p` (and the CPU can run it).
 pub(crate) fn applies(p: &ConvProblem) -> bool {
     let w = &p.win;
-    available()
+    crate::simd::Simd::has_avx512()
         && w.rank == 2
         && p.c / p.group == 1
         && w.kernel[2] <= MAX_KW
         && w.stride[1] <= 2
         && (w.stride[2] == 1 || w.stride[2] == 2)
         && w.dilation == [1, 1, 1]
-}
-
-/// Whether the CPU has AVX-512 F.
-fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::simd::Simd::detect() == crate::simd::Simd::Avx512
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// Computes the convolution into `out` (`n * m * oh * ow`), which holds the bias planes
@@ -253,7 +241,7 @@ pub(crate) mod tests {
 
     #[test]
     fn matches_a_plain_depthwise_convolution() {
-        if !available() {
+        if !crate::simd::Simd::has_avx512() {
             return;
         }
         // (n, c, mult, ih, iw, kh, kw, (stride h, w), pads t/l/b/r)

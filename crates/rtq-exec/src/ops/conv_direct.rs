@@ -32,7 +32,7 @@ const ROWS_PER_TASK: usize = 2;
 /// Whether [`conv`] computes `p` (and the CPU can run it).
 pub(crate) fn applies(p: &ConvProblem) -> bool {
     let w = &p.win;
-    available()
+    crate::simd::Simd::has_avx512()
         && w.rank == 2
         && p.group == 1
         && w.stride == [1, 1, 1]
@@ -40,18 +40,6 @@ pub(crate) fn applies(p: &ConvProblem) -> bool {
         && !w.is_pointwise()
         && w.kernel[2] <= MAX_KW
         && p.m < MAX_CHANNELS
-}
-
-/// Whether the CPU has AVX-512 F.
-fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::simd::Simd::detect() == crate::simd::Simd::Avx512
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// Weights packed for [`conv`]: `[block][c][ky][kx][MB]`.
@@ -283,7 +271,7 @@ mod tests {
 
     #[test]
     fn matches_a_plain_convolution_on_odd_shapes() {
-        if !available() {
+        if !crate::simd::Simd::has_avx512() {
             return;
         }
         for &(n, c, ih, iw, m, kh, kw, pads) in &[
