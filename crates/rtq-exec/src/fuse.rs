@@ -9,8 +9,12 @@
 //!   by a constant) on float32 → `DecomposedHardSwish(x)`. The intermediate values must
 //!   have no other reader.
 //!
-//! * Elementwise chains ([`fuse_chains`]): a run of float32 Add/Sub/Mul/Div by
-//!   constant scalars or per-channel values, Relu, Clip and fused HardSwish ops, each
+//! * Conv then Relu, the Conv's output read by nothing else, on float32 →
+//!   `FusedConv` (the Conv's inputs and attributes, `activation = "Relu"`).
+//!
+//! * Elementwise chains ([`fuse_chains`]): a run of float32 Add/Sub/Mul/Div (and
+//!   two-input Sum) by constant scalars or per-channel values or by computed tensors of
+//!   the same shape (a residual branch), Relu, Clip and fused HardSwish ops, each
 //!   the sole reader of the one before, optionally ending in a per-tensor 8-bit
 //!   QuantizeLinear → `ElementwiseChain` (see [`crate::ops::chain`]).
 //!
@@ -39,9 +43,30 @@ pub fn fuse_activations(graph: &mut Graph) -> usize {
             node.attrs
                 .insert("divide".into(), Attr::Int(i64::from(divide)));
             fused += 1;
+        } else if let Some(conv) = conv_before_relu(graph, &readers, id) {
+            let conv = graph.node(conv).clone();
+            let node = graph.node_mut(id);
+            node.op_type = "FusedConv".into();
+            node.domain = INTEGER_DOMAIN.into();
+            node.inputs = conv.inputs;
+            node.attrs = conv.attrs;
+            node.attrs
+                .insert("activation".into(), Attr::String("Relu".into()));
+            fused += 1;
         }
     }
     fused
+}
+
+/// The float32 Conv whose output only Relu node `id` reads.
+fn conv_before_relu(graph: &Graph, readers: &Readers, id: NodeId) -> Option<NodeId> {
+    let node = graph.node(id);
+    if node.op_type != "Relu" || !node.domain.is_empty() {
+        return None;
+    }
+    let x = node.input(0)?;
+    let conv = sole_producer(graph, readers, x, "Conv")?;
+    (graph.value(x).dtype == Some(DType::F32)).then_some(conv)
 }
 
 /// Rewrites every chain of at least two elementwise steps of `graph` (not inside
@@ -131,30 +156,49 @@ fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, Ch
         params,
     };
     let (x, step) = match (default_domain, node.op_type.as_str()) {
-        (true, op @ ("Add" | "Sub" | "Mul" | "Div")) => {
+        (true, op @ ("Add" | "Sub" | "Mul" | "Div" | "Sum")) => {
+            if op == "Sum" && node.inputs.len() != 2 {
+                return None;
+            }
             let code = match op {
-                "Add" => Code::Add,
+                "Add" | "Sum" => Code::Add,
                 "Sub" => Code::Sub,
                 "Mul" => Code::Mul,
                 _ => Code::Div,
             };
             let second = node.input(1)?;
             let commutes = matches!(code, Code::Add | Code::Mul);
-            // The chain's value first; a constant first only where the op commutes.
+            // The chain's value first; the other operand first only where the op
+            // commutes. A chain may start at a sum of two computed tensors.
             let (x, c) = match from {
                 Some(v) if v == first && v != second => (first, second),
                 Some(v) if v == second && v != first && commutes => (second, first),
                 Some(_) => return None,
                 None if graph.constant(second).is_some() => (first, second),
                 None if commutes && graph.constant(first).is_some() => (second, first),
+                None if first != second => (first, second),
                 None => return None,
             };
             let shape = graph.value(x).shape.as_ref()?;
             let known: Vec<Option<usize>> = shape.iter().map(Dim::known).collect();
-            let t = graph.constant(c)?;
-            let fits = (t.len() == 1 && t.rank() <= shape.len()) || per_channel(t.shape(), &known);
-            if t.dtype() != DType::F32 || !fits {
-                return None;
+            match graph.constant(c) {
+                Some(t) => {
+                    let fits =
+                        (t.len() == 1 && t.rank() <= shape.len()) || per_channel(t.shape(), &known);
+                    if t.dtype() != DType::F32 || !fits {
+                        return None;
+                    }
+                }
+                // A computed operand must have x's shape, fully known.
+                None => {
+                    let other = graph.value(c);
+                    let same = other.shape.as_ref() == Some(shape)
+                        && known.iter().all(Option::is_some)
+                        && known.iter().flatten().product::<usize>() > 1;
+                    if other.dtype != Some(DType::F32) || !same {
+                        return None;
+                    }
+                }
             }
             (
                 x,
@@ -365,6 +409,63 @@ mod tests {
         }
     }
 
+    /// `Relu(Conv(x, W, B))` with 2 -> 3 channels, 3x3, pads 1, on `x` of [1, 2, 5, 5];
+    /// the Conv's output also a graph output when `shared`.
+    fn conv_relu(shared: bool) -> Graph {
+        let mut g = Graph::new("g", 13);
+        let x = g.add_input("x", DType::F32, [1, 2, 5, 5].map(Dim::Known).to_vec());
+        let w: Vec<f32> = (0..54)
+            .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.25)
+            .collect();
+        let w = g.add_constant("w", Tensor::from_f32(vec![3, 2, 3, 3], w));
+        let b = g.add_constant("b", Tensor::from_f32(vec![3], vec![0.5, -1.0, 0.0]));
+        let c = g.add_value("c", Some(DType::F32), None);
+        let y = g.add_value("y", Some(DType::F32), None);
+        let attrs = BTreeMap::from([("pads".to_string(), Attr::Ints(vec![1; 4]))]);
+        g.add_node(
+            "conv",
+            "Conv",
+            vec![Some(x), Some(w), Some(b)],
+            vec![c],
+            attrs,
+        );
+        g.add_node("relu", "Relu", vec![Some(c)], vec![y], BTreeMap::new());
+        g.outputs.push(y);
+        if shared {
+            g.outputs.push(c);
+        }
+        g
+    }
+
+    #[test]
+    fn conv_then_relu_becomes_one_op() {
+        let x: Vec<f32> = (0..50)
+            .map(|i| match i {
+                7 => f32::NAN,
+                9 => -0.0,
+                _ => (i as f32 * 0.61).sin() * 3.0,
+            })
+            .collect();
+        let x = Tensor::from_f32(vec![1, 2, 5, 5], x);
+        let bits = |g: &Graph| -> Vec<u32> {
+            let out = Plan::new(g)
+                .unwrap()
+                .run(&[("x".into(), x.clone())])
+                .unwrap();
+            out[0].to_f32_vec().iter().map(|v| v.to_bits()).collect()
+        };
+        let mut g = conv_relu(false);
+        let before = bits(&g);
+        assert!(before.iter().any(|&b| f32::from_bits(b).is_nan()));
+        assert_eq!(fuse_activations(&mut g), 1);
+        let ops: Vec<&str> = g.nodes().map(|(_, n)| n.op_type.as_str()).collect();
+        assert!(ops.contains(&"FusedConv"), "{ops:?}");
+        assert_eq!(before, bits(&g));
+        // The Conv's output is read elsewhere too: left alone.
+        let mut g = conv_relu(true);
+        assert_eq!(fuse_activations(&mut g), 0);
+    }
+
     #[test]
     fn a_shared_intermediate_or_other_constants_are_left_alone() {
         // The Clip's output is also a graph output: nothing is fused.
@@ -509,6 +610,123 @@ mod chain_tests {
         let before = run(&g);
         assert_eq!(fuse_chains(&mut g), 1);
         assert_eq!(before, run(&g));
+    }
+
+    /// `x` and a second input `y` of `y_shape` through `ops`: each reads the previous
+    /// value (first: `x`) and, where marked, `y` (before or after it).
+    fn residual_chain(ops: &[(&str, Option<bool>)], y_shape: &[usize]) -> Graph {
+        let mut g = Graph::new("g", 13);
+        let dims = |s: &[usize]| s.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
+        let shape = dims(&[2, 3, 2, 5]);
+        let mut v = g.add_input("x", DType::F32, shape.clone());
+        let y = g.add_input("y", DType::F32, dims(y_shape));
+        for (i, &(op, y_first)) in ops.iter().enumerate() {
+            let inputs = match y_first {
+                None => vec![Some(v)],
+                Some(true) => vec![Some(y), Some(v)],
+                Some(false) => vec![Some(v), Some(y)],
+            };
+            let out = g.add_value(&format!("v{i}"), Some(DType::F32), Some(shape.clone()));
+            g.add_node(&format!("n{i}"), op, inputs, vec![out], BTreeMap::new());
+            v = out;
+        }
+        g.outputs.push(v);
+        g
+    }
+
+    /// The output bits of `g` on `x` and `y` (each 60 values with specials).
+    fn run_residual(g: &Graph, y_shape: &[usize]) -> Vec<u32> {
+        let values = |n: usize, phase: f32| -> Vec<f32> {
+            (0..n)
+                .map(|i| match i % 9 {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    2 => f32::INFINITY,
+                    _ => (i as f32 * 0.37 + phase).sin() * 4.0,
+                })
+                .collect()
+        };
+        let x = Tensor::from_f32(vec![2, 3, 2, 5], values(60, 0.0));
+        let y_len = y_shape.iter().product();
+        let y = Tensor::from_f32(y_shape.to_vec(), values(y_len, 1.3));
+        let outs = Plan::new(g)
+            .unwrap()
+            .run(&[("x".into(), x), ("y".into(), y)])
+            .unwrap();
+        outs[0]
+            .as_f32()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    }
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -p rtq-exec chain_speed -- --ignored --nocapture"]
+    fn chain_speed_resnet_residual() {
+        for shape in [[1, 256, 56, 56], [1, 2048, 7, 7]] {
+            let mut g = Graph::new("g", 13);
+            let dims: Vec<Dim> = shape.iter().map(|&d| Dim::Known(d)).collect();
+            let x = g.add_input("x", DType::F32, dims.clone());
+            let y = g.add_input("y", DType::F32, dims.clone());
+            let s = g.add_value("s", Some(DType::F32), Some(dims.clone()));
+            let r = g.add_value("r", Some(DType::F32), Some(dims));
+            g.add_node(
+                "sum",
+                "Sum",
+                vec![Some(x), Some(y)],
+                vec![s],
+                BTreeMap::new(),
+            );
+            g.add_node("relu", "Relu", vec![Some(s)], vec![r], BTreeMap::new());
+            g.outputs.push(r);
+            let len = shape.iter().product();
+            let feeds = [
+                (
+                    "x".to_string(),
+                    Tensor::from_f32(shape.to_vec(), vec![0.5; len]),
+                ),
+                (
+                    "y".to_string(),
+                    Tensor::from_f32(shape.to_vec(), vec![-0.25; len]),
+                ),
+            ];
+            let plan = Plan::new(&g).unwrap();
+            let unfused = crate::probe::best_ms(20, || {
+                plan.run(&feeds).unwrap();
+            });
+            assert_eq!(fuse_chains(&mut g), 1);
+            let plan = Plan::new(&g).unwrap();
+            let fused = crate::probe::best_ms(20, || {
+                plan.run(&feeds).unwrap();
+            });
+            println!("{shape:?}: Sum + Relu {unfused:.4} ms, chain {fused:.4} ms");
+        }
+    }
+
+    #[test]
+    fn residual_branches_join_chains() {
+        let full = [2, 3, 2, 5];
+        for ops in [
+            // ResNet's residual: Sum of two branches, then Relu.
+            vec![("Sum", Some(false)), ("Relu", None)],
+            // Not commutative: the chain starts with x - y.
+            vec![("Sub", Some(false)), ("Relu", None)],
+            // The residual joins mid-chain, on either side.
+            vec![("Relu", None), ("Add", Some(true)), ("Relu", None)],
+            vec![("Relu", None), ("Div", Some(false)), ("Mul", Some(true))],
+        ] {
+            let mut g = residual_chain(&ops, &full);
+            let before = run_residual(&g, &full);
+            assert_eq!(fuse_chains(&mut g), 1, "{ops:?}");
+            assert_eq!(before, run_residual(&g, &full), "{ops:?}");
+        }
+        // `y - x` mid-chain does not commute; a computed operand that broadcasts (per
+        // channel, not constant) is left alone.
+        let mut g = residual_chain(&[("Relu", None), ("Sub", Some(true))], &full);
+        assert_eq!(fuse_chains(&mut g), 0);
+        let mut g = residual_chain(&[("Add", Some(false)), ("Relu", None)], &[1, 3, 1, 1]);
+        assert_eq!(fuse_chains(&mut g), 0);
     }
 
     #[test]

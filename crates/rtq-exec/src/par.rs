@@ -6,6 +6,23 @@ use rayon::prelude::*;
 /// Element count from which elementwise work is spread over threads.
 pub(crate) const PAR_MIN_ELEMS: usize = 1 << 15;
 
+/// A raw output pointer shared by parallel tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+pub(crate) struct OutPtr<T>(pub *mut T);
+// SAFETY: a kernel hands an `OutPtr` only to tasks that write disjoint elements.
+unsafe impl<T> Send for OutPtr<T> {}
+unsafe impl<T> Sync for OutPtr<T> {}
+
+impl<T> OutPtr<T> {
+    /// The pointer `count` elements further.
+    ///
+    /// # Safety
+    /// As [`pointer::add`]: the result must stay inside the same allocation.
+    pub(crate) unsafe fn offset(self, count: usize) -> OutPtr<T> {
+        OutPtr(self.0.add(count))
+    }
+}
+
 /// `f` applied to every element of `src`, in parallel for big inputs.
 pub(crate) fn map<A: Sync, O: Send>(src: &[A], f: impl Fn(&A) -> O + Sync + Send) -> Vec<O> {
     if src.len() >= PAR_MIN_ELEMS {

@@ -38,6 +38,7 @@ pub(crate) fn kernel_for(node: &Node) -> Option<Kernel> {
             .iter()
             .chain(ops::fused::KERNELS)
             .chain(ops::chain::KERNELS)
+            .chain(ops::conv::FUSED_KERNELS)
             .find(|(op, _)| *op == node.op_type)
             .map(|&(_, kernel)| kernel);
     }

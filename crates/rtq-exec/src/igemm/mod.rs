@@ -18,6 +18,7 @@ mod portable;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 
+use crate::par::OutPtr;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
@@ -224,13 +225,25 @@ pub struct Epilogue<'a> {
     pub col: usize,
 }
 
-/// A raw output pointer shared by the column-panel tasks, which write disjoint
-/// elements.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes only the columns of its own panels (disjoint elements).
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
+/// `dst` (`4 * len` bytes) <- the rows' bytes interleaved column by column (four rows of
+/// `len` bytes), each offset by 128: the activation layout of the VNNI kernels.
+pub(crate) fn interleave_rows(rows: [&[i8]; 4], dst: &mut [u8]) {
+    let len = rows[0].len();
+    assert!(rows.iter().all(|r| r.len() == len) && dst.len() == 4 * len);
+    let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    while j + 16 <= len {
+        let chunk: [&[i8]; 4] = std::array::from_fn(|u| &rows[u][j..j + 16]);
+        // SAFETY: SSE2 is part of x86-64; every slice holds 16 bytes, `dst` 64 more.
+        unsafe { x86::interleave4(chunk, &mut dst[j * 4..][..64]) };
+        j += 16;
+    }
+    for c in j..len {
+        for u in 0..4 {
+            dst[c * 4 + u] = rows[u][c] as u8 ^ 0x80;
+        }
+    }
+}
 
 /// Panels per parallel task below which the product stays on the calling thread.
 const SERIAL_WORK: usize = 1 << 16;
@@ -280,7 +293,7 @@ unsafe fn panel(
     n0: usize,
     cols: usize,
     ep: &Epilogue<'_>,
-    out: OutPtr,
+    out: OutPtr<f32>,
 ) {
     let (mr, nr) = (a.isa.rows(), a.isa.cols());
     let mut acc = vec![0i32; mr * nr];

@@ -59,7 +59,7 @@ pub(super) fn pack_b_vnni(b: Strided<'_>, k: usize, kp: usize, n0: usize, cols: 
 /// `dst` (64 bytes) <- the bytes of 16 columns of 4 rows, column by column, each
 /// offset by 128.
 #[inline]
-unsafe fn interleave4(rows: [&[i8]; 4], dst: &mut [u8]) {
+pub(super) unsafe fn interleave4(rows: [&[i8]; 4], dst: &mut [u8]) {
     let load = |r: &[i8]| _mm_loadu_si128(r.as_ptr() as *const __m128i);
     let (a, b, c, d) = (load(rows[0]), load(rows[1]), load(rows[2]), load(rows[3]));
     let ab_lo = _mm_unpacklo_epi8(a, b);

@@ -1,13 +1,14 @@
 //! `ElementwiseChain` (domain [`INTEGER_DOMAIN`](super::integer::INTEGER_DOMAIN),
 //! rtq's own), made at load by [`crate::fuse_chains`]: a run of elementwise float32
 //! ops, each reading the one before (Add, Sub, Mul, Div by a constant scalar or
-//! per-channel operand, Relu, Clip, a fused HardSwish), optionally ending in a
+//! per-channel operand or by a tensor of the same shape, such as a residual branch;
+//! Relu, Clip, a fused HardSwish), optionally ending in a
 //! per-tensor QuantizeLinear to 8 bits, computed plane by plane (one image and
 //! channel at a time, in cache) instead of one pass over memory per op. Every step is
 //! the f32 operation the op's own kernel computes, in the graph's order: the result
 //! is bit for bit the graph's.
 //!
-//! Inputs: `x`, then the constant operands; attribute `steps` holds three integers per
+//! Inputs: `x`, then the operands; attribute `steps` holds three integers per
 //! step: its [`Code`], and the input slots of its operands (0 when unused); attribute
 //! `params` two floats per step (Clip's bounds, HardSwish's constant and whether it
 //! divides).
@@ -20,6 +21,8 @@ use crate::registry::Kernel;
 use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::{Tensor, TensorData};
+use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 /// Chain kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("ElementwiseChain", elementwise_chain)];
@@ -65,29 +68,22 @@ impl Code {
 
 /// A step with its operand resolved for this run.
 #[derive(Debug, Clone)]
-enum Step {
-    /// A binary op with a scalar or per-channel constant.
-    Binary(Code, Operand),
+enum Step<'a> {
+    /// A binary op with a scalar, per-channel or same-shape operand.
+    Binary(Code, Operand<'a>),
     Relu,
     Clip(f32, f32),
     HardSwish(f32, bool),
 }
 
-/// The constant operand of a binary step.
+/// The operand of a binary step.
 #[derive(Debug, Clone)]
-enum Operand {
+enum Operand<'a> {
     Scalar(f32),
     /// One value per channel (axis 1 of `x`).
     PerChannel(Vec<f32>),
-}
-
-impl Operand {
-    fn at(&self, channel: usize) -> f32 {
-        match self {
-            Operand::Scalar(v) => *v,
-            Operand::PerChannel(v) => v[channel],
-        }
-    }
+    /// One value per element of `x` (the same shape).
+    Tensor(Cow<'a, [f32]>),
 }
 
 /// The final quantization: scale, zero point, and whether the output is unsigned.
@@ -128,39 +124,91 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             Code::Quantize => quantize = Some(quantizer(ctx, s[1] as usize, s[2] as usize)?),
         }
     }
-    let plane = if shape.len() >= 2 { inner } else { v.len() };
-    let run = |p: usize, buf: &mut [f32]| apply_steps(buf, &steps, p % channels.max(1));
-    let work = v.len() * (steps.len() + 1);
+    // Without per-channel operands the whole tensor is one run of elements.
+    let per_channel = steps
+        .iter()
+        .any(|s| matches!(s, Step::Binary(_, Operand::PerChannel(_))));
+    let plane = if shape.len() >= 2 && per_channel {
+        inner
+    } else {
+        v.len()
+    };
+    let chain = Chain {
+        x: v,
+        steps: &steps,
+        plane,
+        channels: channels.max(1),
+    };
     let data = match quantize {
-        None => {
-            let mut out = v.clone();
-            par::chunks_mut(&mut out, plane, work, run);
-            TensorData::F32(out)
-        }
-        Some(q) => {
-            let mut out = vec![0u8; v.len()];
-            par::chunks_mut(&mut out, plane, work, |p, dst| {
-                let mut buf = v[p * plane..][..dst.len()].to_vec();
-                run(p, &mut buf);
-                quantize_8bit_tensor(&buf, q.scale, q.zero, q.unsigned, dst);
-            });
-            if q.unsigned {
-                TensorData::U8(out)
-            } else {
-                TensorData::I8(out.into_iter().map(|b| b as i8).collect())
+        None => TensorData::F32(chain.run(|block, dst| {
+            for (d, &v) in dst.iter_mut().zip(block) {
+                d.write(v);
             }
-        }
+        })),
+        Some(q) if q.unsigned => TensorData::U8(chain.run(|block, dst| {
+            quantize_8bit_tensor(block, q.scale, q.zero, true, dst, |v| v as u8)
+        })),
+        Some(q) => TensorData::I8(chain.run(|block, dst| {
+            quantize_8bit_tensor(block, q.scale, q.zero, false, dst, |v| v as i8)
+        })),
     };
     Ok(vec![
         Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
     ])
 }
 
-/// The operand in input `slot`: a scalar, or one value per channel of `x` (shape
-/// `[C, 1, ...]` aligned on axis 1 of `x`).
-fn operand(ctx: &OpCtx<'_>, slot: usize, x: &[usize]) -> Result<Operand, ExecError> {
+/// Elements per block: a chain runs every step on one block (in L1) before the next.
+const BLOCK: usize = 1024;
+/// Elements per parallel task (whole planes, at least one).
+const TASK: usize = 1 << 14;
+
+/// A chain's steps over one tensor, plane by plane.
+struct Chain<'s, 'a> {
+    x: &'s [f32],
+    steps: &'s [Step<'a>],
+    /// Elements per plane (one image and channel).
+    plane: usize,
+    channels: usize,
+}
+
+impl Chain<'_, '_> {
+    /// The output: for each block of each plane, the steps' result, which `store`
+    /// writes to its part of the output (every element of it).
+    fn run<T: Copy + Send>(&self, store: impl Fn(&[f32], &mut [MaybeUninit<T>]) + Sync) -> Vec<T> {
+        let mut out: Vec<MaybeUninit<T>> = Vec::with_capacity(self.x.len());
+        // SAFETY: `MaybeUninit` needs no initialization.
+        unsafe { out.set_len(self.x.len()) };
+        let work = self.x.len() * (self.steps.len() + 1);
+        let plane = self.plane.max(1);
+        let planes_per_task = (TASK / plane).max(1);
+        par::chunks_mut(&mut out, plane * planes_per_task, work, |t, dst| {
+            let (mut result, mut scratch) = ([0f32; BLOCK], [0f32; BLOCK]);
+            for (j, dst) in dst.chunks_mut(plane).enumerate() {
+                let p = t * planes_per_task + j;
+                for (i, dst) in dst.chunks_mut(BLOCK).enumerate() {
+                    let (offset, n) = (p * plane + i * BLOCK, dst.len());
+                    let src = &self.x[offset..][..n];
+                    let (result, scratch) = (&mut result[..n], &mut scratch[..n]);
+                    apply_steps(src, result, scratch, self.steps, p % self.channels, offset);
+                    store(result, dst);
+                }
+            }
+        });
+        let mut out = std::mem::ManuallyDrop::new(out);
+        // SAFETY: every element was written (the blocks cover `out`, and `store` writes
+        // all of its part); `MaybeUninit<T>` has `T`'s layout.
+        unsafe { Vec::from_raw_parts(out.as_mut_ptr().cast::<T>(), out.len(), out.capacity()) }
+    }
+}
+
+/// The operand in input `slot`: a scalar, one value per channel of `x` (shape
+/// `[C, 1, ...]` aligned on axis 1 of `x`), or a tensor of `x`'s shape.
+fn operand<'a>(ctx: &OpCtx<'a>, slot: usize, x: &[usize]) -> Result<Operand<'a>, ExecError> {
     let c = ctx.input(slot)?;
     let values = ctx.float_input(slot)?;
+    if c.shape() == x && c.len() > 1 {
+        return Ok(Operand::Tensor(values));
+    }
     if c.len() == 1 && c.rank() <= x.len() {
         return Ok(Operand::Scalar(values[0]));
     }
@@ -169,7 +217,7 @@ fn operand(ctx: &OpCtx<'_>, slot: usize, x: &[usize]) -> Result<Operand, ExecErr
         return Ok(Operand::PerChannel(values.into_owned()));
     }
     Err(ctx.err(format!(
-        "operand of shape {:?} is neither a scalar nor per channel for input {x:?}",
+        "operand of shape {:?} is neither a scalar, per channel nor of the shape of input {x:?}",
         c.shape()
     )))
 }
@@ -218,32 +266,89 @@ fn quantizer(ctx: &OpCtx<'_>, scale: usize, zero: usize) -> Result<Quantize, Exe
 }
 
 multiversioned! {
-    /// Applies `steps` to `buf`, the elements of one plane of channel `channel`.
-    fn apply_steps(buf: &mut [f32], steps: &[Step], channel: usize) => apply_steps_body
+    /// `out` <- `steps` applied to `src`, the elements from `offset` of the tensor, all of
+    /// channel `channel`; `scratch` (as long) holds intermediate results.
+    fn apply_steps(
+        src: &[f32],
+        out: &mut [f32],
+        scratch: &mut [f32],
+        steps: &[Step<'_>],
+        channel: usize,
+        offset: usize,
+    ) => apply_steps_body
 }
 
+/// Every step reads one buffer and writes the other (ping-pong, ending in `out`): a
+/// step in place would turn Relu's and Clip's selects into conditional stores, which the
+/// next step's loads cannot forward from.
 #[inline(always)]
-fn apply_steps_body(buf: &mut [f32], steps: &[Step], channel: usize) {
-    for step in steps {
-        match step {
-            Step::Binary(code, c) => {
-                let c = c.at(channel);
-                match code {
-                    Code::Add => buf.iter_mut().for_each(|a| *a += c),
-                    Code::Sub => buf.iter_mut().for_each(|a| *a -= c),
-                    Code::Mul => buf.iter_mut().for_each(|a| *a *= c),
-                    Code::Div => buf.iter_mut().for_each(|a| *a /= c),
-                    _ => unreachable!("not a binary step"),
-                }
+fn apply_steps_body(
+    src: &[f32],
+    out: &mut [f32],
+    scratch: &mut [f32],
+    steps: &[Step<'_>],
+    channel: usize,
+    offset: usize,
+) {
+    let Some((first, rest)) = steps.split_first() else {
+        out.copy_from_slice(src);
+        return;
+    };
+    // The step writing `out` is the last one.
+    let mut bufs = if steps.len() % 2 == 1 {
+        [out, scratch]
+    } else {
+        [scratch, out]
+    };
+    step_into(first, src, bufs[0], channel, offset);
+    for (i, step) in rest.iter().enumerate() {
+        let [a, b] = &mut bufs;
+        if i % 2 == 0 {
+            step_into(step, a, b, channel, offset);
+        } else {
+            step_into(step, b, a, channel, offset);
+        }
+    }
+}
+
+/// `out` <- one step applied to `input` (the tensor's elements from `at`).
+#[inline(always)]
+fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], channel: usize, at: usize) {
+    let pairs = out.iter_mut().zip(input);
+    match step {
+        Step::Binary(code, Operand::Tensor(t)) => {
+            let t = &t[at..][..input.len()];
+            let triples = pairs.zip(t);
+            match code {
+                Code::Add => triples.for_each(|((o, &a), &c)| *o = a + c),
+                Code::Sub => triples.for_each(|((o, &a), &c)| *o = a - c),
+                Code::Mul => triples.for_each(|((o, &a), &c)| *o = a * c),
+                Code::Div => triples.for_each(|((o, &a), &c)| *o = a / c),
+                _ => unreachable!("not a binary step"),
             }
-            Step::Relu => buf
-                .iter_mut()
-                .for_each(|a| *a = if *a > 0.0 || a.is_nan() { *a } else { 0.0 }),
-            &Step::Clip(lo, hi) => buf.iter_mut().for_each(|a| {
-                let y = if *a < lo { lo } else { *a };
-                *a = if y > hi { hi } else { y };
-            }),
-            &Step::HardSwish(scale, divide) => hard_swish(buf, scale, divide),
+        }
+        Step::Binary(code, operand) => {
+            let c = match operand {
+                Operand::Scalar(v) => *v,
+                Operand::PerChannel(v) => v[channel],
+                Operand::Tensor(_) => unreachable!("matched above"),
+            };
+            match code {
+                Code::Add => pairs.for_each(|(o, &a)| *o = a + c),
+                Code::Sub => pairs.for_each(|(o, &a)| *o = a - c),
+                Code::Mul => pairs.for_each(|(o, &a)| *o = a * c),
+                Code::Div => pairs.for_each(|(o, &a)| *o = a / c),
+                _ => unreachable!("not a binary step"),
+            }
+        }
+        Step::Relu => pairs.for_each(|(o, &a)| *o = if a > 0.0 || a.is_nan() { a } else { 0.0 }),
+        &Step::Clip(lo, hi) => pairs.for_each(|(o, &a)| {
+            let y = if a < lo { lo } else { a };
+            *o = if y > hi { hi } else { y };
+        }),
+        &Step::HardSwish(scale, divide) => {
+            out.copy_from_slice(input);
+            hard_swish(out, scale, divide);
         }
     }
 }

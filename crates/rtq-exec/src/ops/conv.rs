@@ -26,6 +26,12 @@ use rtq_ir::Tensor;
 /// Conv kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 
+/// rtq's own fused convolution (domain [`INTEGER_DOMAIN`](super::integer::INTEGER_DOMAIN)),
+/// made at load by [`crate::fuse_activations`]: `FusedConv` is a Conv (same inputs and
+/// attributes) followed by the activation named by attribute `activation` (`Relu`),
+/// applied in place to the output before it leaves the kernel.
+pub(crate) const FUSED_KERNELS: &[(&str, Kernel)] = &[("FusedConv", fused_conv)];
+
 /// Smallest output tile when the buffer budget forces tiling.
 const MIN_TILE: usize = 256;
 /// SGEMM problems below this size (m*k + k*n) run single-threaded in the gemm crate, so
@@ -47,6 +53,18 @@ pub(crate) struct ConvProblem {
 }
 
 fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    conv_then(ctx, false)
+}
+
+fn fused_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    match ctx.attr_str("activation", "")? {
+        "Relu" => conv_then(ctx, true),
+        other => Err(ctx.err(format!("unsupported fused activation `{other}`"))),
+    }
+}
+
+/// A Conv, then Relu in place when `relu`.
+fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let w = ctx.input(1)?;
     let dtype = ctx.float_dtype(0)?;
@@ -104,9 +122,24 @@ fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     } else {
         conv_f32(&xs, &ws, bias.is_some(), &problem, &mut out);
     }
+    if relu {
+        let work = out.len();
+        par::chunks_mut(&mut out, 1 << 14, work, |_, chunk| relu_in_place(chunk));
+    }
     let mut shape = vec![n, m];
     shape.extend(problem.win.output_dims());
     Ok(vec![tensor_from_f32(dtype, shape, out)])
+}
+
+multiversioned! {
+    /// `v <- max(v, 0)` (NaN kept), as the Relu kernel computes it.
+    fn relu_in_place(v: &mut [f32]) => relu_in_place_body
+}
+
+#[inline(always)]
+fn relu_in_place_body(v: &mut [f32]) {
+    v.iter_mut()
+        .for_each(|a| *a = if *a > 0.0 || a.is_nan() { *a } else { 0.0 });
 }
 
 /// The initial output of a convolution: every output plane filled with its channel's

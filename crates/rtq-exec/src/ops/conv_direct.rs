@@ -13,6 +13,7 @@
 //! channel, kernel row, kernel column, formed with fused multiply-adds.
 
 use crate::ops::conv::ConvProblem;
+use crate::par::OutPtr;
 use rayon::prelude::*;
 
 /// Output channels per register block (with [`XB`]: 24 accumulators of the 32
@@ -61,13 +62,6 @@ pub(crate) fn pack_weights(w: &[f32], p: &ConvProblem) -> DirectWeights {
     DirectWeights { packed }
 }
 
-/// A raw output pointer shared by the row tasks, which write disjoint rows.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-// SAFETY: every task writes the rows of its own (image, block, rows) only.
-unsafe impl Send for OutPtr {}
-unsafe impl Sync for OutPtr {}
-
 /// Computes the convolution into `out` (`n * m * oh * ow`), which holds the bias planes
 /// (or zeros) on entry. `applies(p)` must hold.
 pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32]) {
@@ -111,7 +105,8 @@ pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32
 #[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{ConvProblem, DirectWeights, OutPtr, MAX_KW, MB, XB};
+    use super::{ConvProblem, DirectWeights, MAX_KW, MB, XB};
+    use crate::par::OutPtr;
     use crate::simd::lane_mask;
     use std::arch::x86_64::*;
 
@@ -129,7 +124,7 @@ mod avx512 {
         ni: usize,
         b: usize,
         oy: usize,
-        out: OutPtr,
+        out: OutPtr<f32>,
     ) {
         let ow = p.win.output[2];
         let vectors = ow.div_ceil(16);
@@ -157,7 +152,7 @@ mod avx512 {
         w: &DirectWeights,
         p: &ConvProblem,
         (ni, b, oy, ox0): (usize, usize, usize, usize),
-        out: OutPtr,
+        out: OutPtr<f32>,
     ) {
         let win = &p.win;
         let [_, kh, kw] = win.kernel;

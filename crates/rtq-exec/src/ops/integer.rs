@@ -13,10 +13,12 @@ use crate::ctx::OpCtx;
 use crate::igemm::{igemm, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
 use crate::ops::conv::im2col;
+use crate::ops::integer_direct;
 use crate::ops::window::Window;
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::{Tensor, TensorData};
+use std::sync::OnceLock;
 
 /// The domain of rtq's integer ops (never written to a model file).
 pub const INTEGER_DOMAIN: &str = "ai.rtq";
@@ -77,6 +79,14 @@ fn epilogue_terms(ctx: &OpCtx<'_>, m: usize) -> Result<(Vec<f32>, Option<Vec<f32
     Ok((scale, bias))
 }
 
+/// A convolution's weights, packed on first use for the path its windows take (direct
+/// on AVX-512 VNNI for stride-1 kernels, im2col + integer GEMM otherwise).
+#[derive(Default)]
+struct ConvWeights {
+    gemm: OnceLock<PackedWeights>,
+    direct: OnceLock<integer_direct::DirectWeights>,
+}
+
 fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let (x, xs) = i8_input(ctx, 0)?;
     let (w, ws) = i8_input(ctx, 2)?;
@@ -97,7 +107,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     };
     let (scale, bias) = epilogue_terms(ctx, m)?;
     let isa = isa(ctx)?;
-    let weights = derived(ctx.memo(), || PackedWeights::new(isa, a, m, k));
+    let packed = derived(ctx.memo(), ConvWeights::default);
     let (in_sp, out_sp) = (win.input_size(), win.output_size());
     let mut out = vec![0f32; n * m * out_sp];
     let ep = Epilogue {
@@ -106,6 +116,16 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         row: out_sp,
         col: 1,
     };
+    let mut shape = vec![n, m];
+    shape.extend(win.output_dims());
+    if isa == Isa::Avx512Vnni && integer_direct::applies(&win) {
+        let weights = packed
+            .direct
+            .get_or_init(|| integer_direct::pack_weights(ws, m, c, win.kernel_size()));
+        integer_direct::conv(xs, n, weights, &win, &ep, &mut out);
+        return Ok(vec![Tensor::from_f32(shape, out)]);
+    }
+    let weights = packed.gemm.get_or_init(|| PackedWeights::new(isa, a, m, k));
     let pointwise = win.is_pointwise();
     let mut col = if pointwise {
         Vec::new()
@@ -129,10 +149,8 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
                 col: 1,
             }
         };
-        igemm(&weights, b, out_sp, &ep, dst);
+        igemm(weights, b, out_sp, &ep, dst);
     }
-    let mut shape = vec![n, m];
-    shape.extend(win.output_dims());
     Ok(vec![Tensor::from_f32(shape, out)])
 }
 

@@ -120,12 +120,14 @@ fn pool_planes(
 }
 
 /// MaxPool over 1-D/2-D planes without dilation (the common case): for each output
-/// row, the maximum over the window's input rows first (a loop that vectorizes), then
-/// over each window's columns of that row. NaN wins, as in the generic path (which of
-/// two zeros of opposite sign is kept may differ from the generic path's order).
+/// row, the maximum over the window's input rows first, then over each window's
+/// columns of that row, both in blocks of [`LANES`] outputs held in registers (loops
+/// that vectorize, storing each result once); the columns by windows lying inside the
+/// row, the edges one by one. NaN wins, as in the generic path (which of two zeros of
+/// opposite sign is kept may differ from the generic path's order).
 fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
     let win = &p.win;
-    let (ow, iw) = (win.output[2], win.input[2]);
+    let (ow, iw, kw, sw) = (win.output[2], win.input[2], win.kernel[2], win.stride[2]);
     // Each output column's input columns (inside the input).
     let columns: Vec<(usize, usize)> = (0..ow)
         .map(|ox| {
@@ -134,23 +136,31 @@ fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
             (x0, ((sx + x_hi as isize) as usize).max(x0))
         })
         .collect();
+    // The output columns whose whole window lies inside the row.
+    let full = |ox: &usize| columns[*ox].1 - columns[*ox].0 == kw;
+    let lo = (0..ow).find(full).unwrap_or(ow);
+    let hi = (lo..ow).find(|ox| !full(ox)).unwrap_or(ow);
     map_planes(p, |src, dst| {
         let mut rows_max = vec![f32::NEG_INFINITY; iw];
         for (oy, dst_row) in dst.chunks_mut(ow).enumerate() {
             let (sy, y_lo, y_hi) = win.taps(1, oy);
-            rows_max.fill(f32::NEG_INFINITY);
-            for ky in y_lo..y_hi {
-                let row = &src[(sy + ky as isize) as usize * iw..][..iw];
-                max_into(&mut rows_max, row);
+            let first = (sy + y_lo as isize) as usize;
+            max_of_rows(&mut rows_max, &src[first * iw..(first + y_hi - y_lo) * iw]);
+            if hi > lo {
+                max_of_windows(&mut dst_row[lo..hi], &rows_max[columns[lo].0..], kw, sw);
             }
-            for (o, &(x0, x1)) in dst_row.iter_mut().zip(&columns) {
-                *o = rows_max[x0..x1]
+            for ox in (0..lo).chain(hi..ow) {
+                let (x0, x1) = columns[ox];
+                dst_row[ox] = rows_max[x0..x1]
                     .iter()
                     .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
             }
         }
     })
 }
+
+/// Outputs per register block of the MaxPool loops.
+const LANES: usize = 16;
 
 /// `best` or `v`, whichever is larger; NaN wins.
 #[inline(always)]
@@ -163,14 +173,75 @@ fn nan_max(best: f32, v: f32) -> f32 {
 }
 
 multiversioned! {
-    /// `acc[i] = nan_max(acc[i], row[i])` for every `i`.
-    fn max_into(acc: &mut [f32], row: &[f32]) => max_into_body
+    /// `dst[i]` = the maximum (NaN wins) of `src`'s rows (each `dst.len()` long) at `i`.
+    fn max_of_rows(dst: &mut [f32], src: &[f32]) => max_of_rows_body
 }
 
 #[inline(always)]
-fn max_into_body(acc: &mut [f32], row: &[f32]) {
-    for (a, &v) in acc.iter_mut().zip(row) {
-        *a = nan_max(*a, v);
+fn max_of_rows_body(dst: &mut [f32], src: &[f32]) {
+    let w = dst.len();
+    let rows = src.len().checked_div(w).unwrap_or(0);
+    let mut chunks = dst.chunks_exact_mut(LANES);
+    for (c, d) in chunks.by_ref().enumerate() {
+        let mut acc = [f32::NEG_INFINITY; LANES];
+        for r in 0..rows {
+            let row = &src[r * w + c * LANES..][..LANES];
+            for (a, &v) in acc.iter_mut().zip(row) {
+                *a = nan_max(*a, v);
+            }
+        }
+        d.copy_from_slice(&acc);
+    }
+    let start = w - chunks.into_remainder().len();
+    for x in start..w {
+        dst[x] = (0..rows).fold(f32::NEG_INFINITY, |best, r| nan_max(best, src[r * w + x]));
+    }
+}
+
+multiversioned! {
+    /// `dst[i]` = the maximum (NaN wins) of `src[i * stride..][..kw]` (`src` long enough).
+    fn max_of_windows(dst: &mut [f32], src: &[f32], kw: usize, stride: usize) => max_of_windows_body
+}
+
+#[inline(always)]
+fn max_of_windows_body(dst: &mut [f32], src: &[f32], kw: usize, stride: usize) {
+    match stride {
+        1 => windows_strided::<1>(dst, src, kw),
+        2 => windows_strided::<2>(dst, src, kw),
+        _ => {
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = src[i * stride..][..kw]
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
+            }
+        }
+    }
+}
+
+/// [`max_of_windows_body`] for a stride known at compile time.
+#[inline(always)]
+fn windows_strided<const S: usize>(dst: &mut [f32], src: &[f32], kw: usize) {
+    let n = dst.len();
+    assert!(
+        n == 0 || src.len() >= (n - 1) * S + kw,
+        "windows past the row"
+    );
+    let mut chunks = dst.chunks_exact_mut(LANES);
+    for (c, d) in chunks.by_ref().enumerate() {
+        let mut acc = [f32::NEG_INFINITY; LANES];
+        for k in 0..kw {
+            let taps = &src[c * LANES * S + k..][..(LANES - 1) * S + 1];
+            for (j, a) in acc.iter_mut().enumerate() {
+                *a = nan_max(*a, taps[j * S]);
+            }
+        }
+        d.copy_from_slice(&acc);
+    }
+    let start = n - chunks.into_remainder().len();
+    for i in start..n {
+        dst[i] = src[i * S..][..kw]
+            .iter()
+            .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
     }
 }
 
@@ -358,8 +429,14 @@ mod tests {
 
     #[test]
     fn plain_2d_max_pool_picks_the_values_the_generic_indices_point_at() {
-        // Values come from the direct 2-D loops, indices from the generic tap lists.
-        let (h, w) = (7, 9);
+        // Values come from the direct 2-D loops, indices from the generic tap lists;
+        // rows narrower and wider than the loops' register blocks.
+        for (h, w) in [(7, 9), (5, 53)] {
+            max_pool_matches_indices(h, w);
+        }
+    }
+
+    fn max_pool_matches_indices(h: usize, w: usize) {
         let mut data: Vec<f32> = (0..2 * h * w)
             .map(|i| ((i * 37 % 61) as f32 - 30.0) * 0.25)
             .collect();
@@ -369,6 +446,8 @@ mod tests {
             ([3, 3], [2, 2], [1, 1, 1, 1], 0),
             ([2, 3], [1, 2], [0, 1, 1, 0], 1),
             ([3, 2], [3, 1], [0, 0, 0, 0], 1),
+            ([2, 2], [1, 3], [1, 0, 0, 1], 0),
+            ([1, 4], [1, 2], [0, 2, 0, 2], 1),
         ] {
             let attrs = [
                 ("kernel_shape", Attr::Ints(kernel.to_vec())),
@@ -565,5 +644,23 @@ mod speed {
             println!("[1,{c},{hw},{hw}]: {ms:.4} ms");
         }
         println!("total {total:.4} ms");
+    }
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -p rtq-exec pool::speed -- --ignored --nocapture"]
+    fn resnet_max_pool() {
+        use rtq_ir::Attr;
+        let attrs = [
+            ("kernel_shape", Attr::Ints(vec![3, 3])),
+            ("strides", Attr::Ints(vec![2, 2])),
+            ("pads", Attr::Ints(vec![1; 4])),
+        ];
+        let n = rtq_test_support::node("MaxPool", &attrs, 1);
+        let x: Vec<f32> = (0..64 * 112 * 112).map(|i| (i % 97) as f32).collect();
+        let x = Tensor::from_f32(vec![1, 64, 112, 112], x);
+        let ms = best_ms(20, || {
+            eval_node(&n, &[Some(&x)]).unwrap();
+        });
+        println!("MaxPool 3x3/2 on [1,64,112,112]: {ms:.4} ms");
     }
 }

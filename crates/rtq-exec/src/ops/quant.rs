@@ -153,22 +153,23 @@ fn check_zero_point(ctx: &OpCtx<'_>, scale: &Tensor, zp: Option<&Tensor>) -> Res
 const ROUNDER: f32 = 12_582_912.0;
 
 /// Per-tensor QuantizeLinear of `x` into `out`, as the QuantizeLinear kernel computes
-/// it: int8 (as two's-complement bytes) or uint8, zero point `zero`.
-pub(crate) fn quantize_8bit_tensor(
+/// it: int8 or uint8 (`unsigned`; `cast` narrows an in-range i32), zero point `zero`;
+/// every element of `out` is written.
+pub(crate) fn quantize_8bit_tensor<T: Copy>(
     x: &[f32],
     scale: f32,
     zero: f32,
     unsigned: bool,
-    out: &mut [u8],
+    out: &mut [std::mem::MaybeUninit<T>],
+    cast: impl Fn(i32) -> T,
 ) {
+    assert_eq!(x.len(), out.len(), "quantized output size");
     let (lo, hi) = if unsigned {
         (0.0, 255.0)
     } else {
         (-128.0, 127.0)
     };
-    let mut q = Vec::with_capacity(x.len());
-    wide::extend_quantized(&mut q, x, scale, zero, (lo - zero, hi - zero), |v| v as u8);
-    out.copy_from_slice(&q);
+    wide::quantize_into(out, x, scale, zero, (lo - zero, hi - zero), cast);
 }
 
 /// Quantizes `x` into 8-bit integers (`lo..=hi` the type's range; `cast` narrows an
@@ -205,20 +206,20 @@ fn quantize_8bit<T: Copy + Default>(
 /// baseline and chosen at run time.
 mod wide {
     use super::ROUNDER;
+    use std::mem::MaybeUninit;
 
-    /// Appends `round(clamp(v / s, lo, hi)) + z` of every `v` of `x`, cast, to `out`.
+    /// Writes `round(clamp(v / s, lo, hi)) + z` of every `v` of `x`, cast, to `out`
+    /// (as long as `x`).
     #[inline(always)]
     fn body<T>(
-        out: &mut Vec<T>,
+        out: &mut [MaybeUninit<T>],
         x: &[f32],
         s: f32,
         z: f32,
         (lo, hi): (f32, f32),
         cast: impl Fn(i32) -> T,
     ) {
-        out.reserve(x.len());
-        let start = out.len();
-        for (d, &v) in out.spare_capacity_mut().iter_mut().zip(x) {
+        for (d, &v) in out.iter_mut().zip(x) {
             // Clamping to integral bounds before rounding gives the rounded value clamped.
             let r = (((v / s).clamp(lo, hi) + ROUNDER) - ROUNDER) + z;
             // NaN converts to 0 (as `quantize_typed`'s conversion does); every other
@@ -228,14 +229,12 @@ mod wide {
             // SAFETY: `r` is finite and within i32 (checked above).
             d.write(cast(unsafe { r.to_int_unchecked::<i32>() }));
         }
-        // SAFETY: the loop initialized the next `x.len()` elements.
-        unsafe { out.set_len(start + x.len()) };
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw")]
     unsafe fn avx512<T>(
-        out: &mut Vec<T>,
+        out: &mut [MaybeUninit<T>],
         x: &[f32],
         s: f32,
         z: f32,
@@ -248,7 +247,7 @@ mod wide {
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn avx2<T>(
-        out: &mut Vec<T>,
+        out: &mut [MaybeUninit<T>],
         x: &[f32],
         s: f32,
         z: f32,
@@ -258,9 +257,32 @@ mod wide {
         body(out, x, s, z, b, cast)
     }
 
-    /// [`body`] in the best instruction set available.
+    /// Appends [`body`]'s values to `out`.
     pub(super) fn extend_quantized<T>(
         out: &mut Vec<T>,
+        x: &[f32],
+        s: f32,
+        z: f32,
+        bounds: (f32, f32),
+        cast: impl Fn(i32) -> T,
+    ) {
+        out.reserve(x.len());
+        let start = out.len();
+        quantize_into(
+            &mut out.spare_capacity_mut()[..x.len()],
+            x,
+            s,
+            z,
+            bounds,
+            cast,
+        );
+        // SAFETY: `quantize_into` initialized the next `x.len()` elements.
+        unsafe { out.set_len(start + x.len()) };
+    }
+
+    /// [`body`] in the best instruction set available.
+    pub(super) fn quantize_into<T>(
+        out: &mut [MaybeUninit<T>],
         x: &[f32],
         s: f32,
         z: f32,
