@@ -8,6 +8,7 @@
 //! SGEMM, tiling the output positions so the column buffer stays bounded.
 
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
@@ -143,18 +144,26 @@ fn relu_in_place_body(v: &mut [f32]) {
 }
 
 /// The initial output of a convolution: every output plane filled with its channel's
-/// bias, or zeros (written once, instead of zero-filled and then overwritten).
+/// bias, or zeros (written once, in parallel for big outputs, instead of zero-filled
+/// and then overwritten).
 fn broadcast_bias(bias: Option<&[f32]>, n: usize, m: usize, out_sp: usize) -> Vec<f32> {
     let Some(bias) = bias else {
         return vec![0.0; n * m * out_sp];
     };
-    let mut out = Vec::with_capacity(n * m * out_sp);
-    for _ in 0..n {
-        for &b in bias {
-            out.extend(std::iter::repeat_n(b, out_sp));
-        }
-    }
-    out
+    let len = n * m * out_sp;
+    let mut out: Vec<MaybeUninit<f32>> = Vec::with_capacity(len);
+    // SAFETY: `MaybeUninit` needs no initialization.
+    unsafe { out.set_len(len) };
+    par::chunks_mut(&mut out, out_sp.max(1), len, |plane, dst| {
+        let b = bias[plane % m];
+        dst.iter_mut().for_each(|d| {
+            d.write(b);
+        });
+    });
+    let mut out = std::mem::ManuallyDrop::new(out);
+    // SAFETY: the planes cover `out` and every element was written; `MaybeUninit<f32>`
+    // has `f32`'s layout.
+    unsafe { Vec::from_raw_parts(out.as_mut_ptr().cast::<f32>(), len, out.capacity()) }
 }
 
 /// Computes a convolution in f32 into `out` (`n * m * output_size` elements), which
