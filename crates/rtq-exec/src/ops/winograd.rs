@@ -24,7 +24,7 @@ use crate::gemm::{sgemm_serial, Mat};
 use crate::ops::columns::with_columns;
 use crate::ops::conv::ConvProblem;
 use crate::ops::window::Window;
-use crate::par;
+use crate::par::{self, OutPtr};
 
 /// Elements of a transformed 4x4 tile, and the number of products.
 const TILE: usize = 16;
@@ -127,31 +127,46 @@ pub(crate) fn conv(x: &[f32], u: &WinogradWeights, p: &ConvProblem, out: &mut [f
     // Tile rows per pass, so that the transformed inputs and products stay within
     // the pass budget (at least one row).
     let rows = (PASS_BUDGET / (TILE * (cg + mg) * tx_n)).clamp(1, ty_n);
-    with_columns(TILE * (cg + mg) * rows * tx_n, |buf| {
-        for (t, block) in out.chunks_mut(mg * out_sp).enumerate() {
-            let (ni, g) = (t / p.group, t % p.group);
-            let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
-            let ug = &u.u[g * TILE * mg * cg..][..TILE * mg * cg];
-            let mut ty0 = 0;
-            while ty0 < ty_n {
-                let ty1 = (ty0 + rows).min(ty_n);
-                let tb = (ty1 - ty0) * tx_n;
-                let (v, rest) = buf.split_at_mut(TILE * cg * tb);
-                let prod = &mut rest[..TILE * mg * tb];
+    let passes: Vec<(usize, usize)> = (0..ty_n)
+        .step_by(rows)
+        .map(|ty0| (ty0, (ty0 + rows).min(ty_n)))
+        .collect();
+    // Enough passes to share out run in parallel, each on one thread (fewer
+    // fork-joins than splitting each of a pass's three steps); otherwise each pass
+    // splits its steps. Either way every value is computed the same way.
+    let outer = passes.len() >= 2 * rayon::current_num_threads()
+        && rayon::current_num_threads() > 1
+        && cg * mg * ty_n * tx_n >= PARALLEL_MACS;
+    for (t, block) in out.chunks_mut(mg * out_sp).enumerate() {
+        let (ni, g) = (t / p.group, t % p.group);
+        let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
+        let ug = &u.u[g * TILE * mg * cg..][..TILE * mg * cg];
+        let block = OutPtr(block.as_mut_ptr());
+        let run = |&(ty0, ty1): &(usize, usize)| {
+            let tb = (ty1 - ty0) * tx_n;
+            with_columns(TILE * (cg + mg) * tb, |buf| {
+                let (v, prod) = buf.split_at_mut(TILE * cg * tb);
                 let pass = Pass {
                     win,
                     ty0,
                     ty1,
                     tx_n,
                     tb,
+                    serial: outer,
                 };
                 pass.transform_input(xg, v);
-                multiply(ug, v, prod, cg, mg, tb);
-                pass.transform_output(prod, mg, block);
-                ty0 = ty1;
-            }
+                multiply(ug, v, prod, cg, mg, tb, !outer);
+                // SAFETY: `block` holds this group's `mg` output planes; passes write
+                // disjoint rows of them.
+                unsafe { pass.transform_output(prod, mg, block) };
+            })
+        };
+        if outer {
+            passes.par_iter().for_each(run);
+        } else {
+            passes.iter().for_each(run);
         }
-    });
+    }
 }
 
 /// One pass over tile rows `ty0..ty1` of one image and group.
@@ -163,6 +178,26 @@ struct Pass<'a> {
     tx_n: usize,
     /// Tiles in the pass.
     tb: usize,
+    /// Whether the steps run on the calling thread only (passes run in parallel).
+    serial: bool,
+}
+
+impl Pass<'_> {
+    /// `f(index, chunk)` over `chunk`-sized pieces of `buf`: in parallel for big work
+    /// unless the pass is serial.
+    fn chunks<T: Send>(
+        &self,
+        buf: &mut [T],
+        chunk: usize,
+        work: usize,
+        f: impl Fn(usize, &mut [T]) + Sync + Send,
+    ) {
+        if self.serial {
+            buf.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+        } else {
+            par::chunks_mut(buf, chunk, work, f);
+        }
+    }
 }
 
 impl Pass<'_> {
@@ -180,7 +215,7 @@ impl Pass<'_> {
         let in_sp = ih * iw;
         let (tx_n, tb) = (self.tx_n, self.tb);
         let half = tx_n + 1;
-        par::chunks_mut(v, TILE * tb, v.len(), |ci, vc| {
+        self.chunks(v, TILE * tb, v.len(), |ci, vc| {
             let plane = &xg[ci * in_sp..][..in_sp];
             // Rows 0-3, even columns then odd columns.
             let mut rows = vec![0.0f32; 8 * half];
@@ -236,14 +271,19 @@ impl Pass<'_> {
     /// `Aᵀ = [[1, 1, 1, 0], [0, 1, -1, -1]]`. Works on [`LANES`] output channels at
     /// a time (contiguous in every product), one tile row at a time: the row's
     /// outputs are gathered in a small buffer, then added to the planes row by row.
-    fn transform_output(&self, prod: &[f32], mg: usize, block: &mut [f32]) {
+    ///
+    /// # Safety
+    /// `block` must address `mg` output planes, whose rows of this pass no other
+    /// thread accesses during the call.
+    unsafe fn transform_output(&self, prod: &[f32], mg: usize, block: OutPtr<f32>) {
         let [_, oh, ow] = self.win.output;
         let out_sp = oh * ow;
         let (tb, tx_n) = (self.tb, self.tx_n);
         let width = 2 * tx_n;
-        par::chunks_mut(block, LANES * out_sp, prod.len(), |chunk, planes| {
-            let mo0 = chunk * LANES;
-            let lanes = planes.len() / out_sp;
+        let mut chunks: Vec<usize> = (0..mg.div_ceil(LANES)).collect();
+        self.chunks(&mut chunks, 1, prod.len(), |_, chunk| {
+            let mo0 = chunk[0] * LANES;
+            let lanes = LANES.min(mg - mo0);
             // Two output rows per channel: `[lane][row][column]`.
             let mut rows = vec![0.0f32; lanes * 2 * width];
             for ty in self.ty0..self.ty1 {
@@ -284,12 +324,14 @@ impl Pass<'_> {
                 // column here.
                 let oy = 2 * ty;
                 let down = (oh - oy).min(2);
-                for (plane, out) in planes
-                    .chunks_exact_mut(out_sp)
-                    .zip(rows.chunks_exact(2 * width))
-                {
+                for (l, out) in rows.chunks_exact(2 * width).enumerate() {
                     for (dy, y) in out.chunks_exact(width).take(down).enumerate() {
-                        let row = &mut plane[(oy + dy) * ow..][..ow];
+                        // SAFETY: inside plane `mo0 + l` of `block`, a row of this pass
+                        // (the caller's contract), of this task's channels.
+                        let row = unsafe {
+                            let at = block.offset((mo0 + l) * out_sp + (oy + dy) * ow);
+                            std::slice::from_raw_parts_mut(at.0, ow)
+                        };
                         for (o, y) in row.iter_mut().zip(y) {
                             *o += y;
                         }
@@ -338,7 +380,15 @@ fn split_columns(src: Option<&[f32]>, pad: usize, even: &mut [f32], odd: &mut [f
 /// (`V_ξᵀ U_ξᵀ`, so that the SGEMM's vector lanes run along output channels and the
 /// stored weights are read in place) and written to `prod` as
 /// `[ξ][tile][out channel]`.
-fn multiply(ug: &[f32], v: &[f32], prod: &mut [f32], cg: usize, mg: usize, tb: usize) {
+fn multiply(
+    ug: &[f32],
+    v: &[f32],
+    prod: &mut [f32],
+    cg: usize,
+    mg: usize,
+    tb: usize,
+    parallel: bool,
+) {
     let one = |xi: usize, m: &mut [f32]| {
         // V_ξᵀ: row `t` holds element ξ of tile `t` of every channel.
         let a = Mat {
@@ -355,7 +405,7 @@ fn multiply(ug: &[f32], v: &[f32], prod: &mut [f32], cg: usize, mg: usize, tb: u
             sgemm_serial(1.0, a, b, 0.0, &mut m[first..], mg);
         }
     };
-    if mg * cg * tb >= PARALLEL_MACS {
+    if parallel && mg * cg * tb >= PARALLEL_MACS {
         prod.par_chunks_mut(tb * mg)
             .enumerate()
             .for_each(|(xi, m)| one(xi, m));
