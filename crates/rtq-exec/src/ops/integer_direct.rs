@@ -211,16 +211,15 @@ pub(crate) fn conv(
             // task alone writes these channels' positions of image `ni`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                vnni::task(
-                    &input,
+                let image = Image {
+                    input: &input,
                     w,
                     win,
-                    &geo,
+                    geo: &geo,
                     ep,
-                    blocks,
-                    vectors,
-                    ptr.offset(plane_out),
-                )
+                    out: ptr.offset(plane_out),
+                };
+                vnni::task(&image, blocks, vectors)
             };
             #[cfg(not(target_arch = "x86_64"))]
             let _ = (blocks, vectors, plane_out, &input);
@@ -234,41 +233,41 @@ pub(crate) fn conv(
     }
 }
 
+/// What every register block of one image reads and where it writes.
+#[cfg(target_arch = "x86_64")]
+struct Image<'a> {
+    /// [`pad_input`]'s layout of the image.
+    input: &'a [u8],
+    w: &'a DirectWeights,
+    win: &'a Window,
+    geo: &'a Geometry,
+    ep: &'a Epilogue<'a>,
+    /// The image's `m x oh x ow` outputs.
+    out: OutPtr<f32>,
+}
+
 #[cfg(target_arch = "x86_64")]
 mod vnni {
-    use super::{DirectWeights, Geometry, MB, XB};
-    use crate::igemm::Epilogue;
-    use crate::ops::window::Window;
-    use crate::par::OutPtr;
+    use super::{Geometry, Image, MB, XB};
     use std::arch::x86_64::*;
     use std::ops::Range;
 
     /// Channel blocks `blocks` at vectors `vectors` of one image.
     ///
     /// # Safety
-    /// AVX-512 VNNI must be available; `input` is [`super::pad_input`]'s layout for
-    /// `geo`; `out` addresses this image's `m x oh x ow` outputs, of which no other
-    /// thread writes these.
-    #[allow(clippy::too_many_arguments)]
+    /// AVX-512 VNNI must be available; `image.input` is [`super::pad_input`]'s layout
+    /// for `image.geo`; `image.out` addresses the image's `m x oh x ow` outputs, of
+    /// which no other thread writes these.
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-    pub(super) unsafe fn task(
-        input: &[u8],
-        w: &DirectWeights,
-        win: &Window,
-        geo: &Geometry,
-        ep: &Epilogue<'_>,
-        blocks: Range<usize>,
-        vectors: Range<usize>,
-        out: OutPtr<f32>,
-    ) {
+    pub(super) unsafe fn task(image: &Image<'_>, blocks: Range<usize>, vectors: Range<usize>) {
         let mut v = vectors.start;
         while v < vectors.end {
             let left = vectors.end - v;
             for b in blocks.clone() {
                 match left {
-                    1 => strided::<1>(input, w, win, geo, ep, b, v, out),
-                    2 => strided::<2>(input, w, win, geo, ep, b, v, out),
-                    _ => strided::<XB>(input, w, win, geo, ep, b, v, out),
+                    1 => strided::<1>(image, b, v),
+                    2 => strided::<2>(image, b, v),
+                    _ => strided::<XB>(image, b, v),
                 }
             }
             v += left.min(XB);
@@ -279,22 +278,12 @@ mod vnni {
     ///
     /// # Safety
     /// As [`task`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn strided<const V: usize>(
-        input: &[u8],
-        w: &DirectWeights,
-        win: &Window,
-        geo: &Geometry,
-        ep: &Epilogue<'_>,
-        b: usize,
-        v0: usize,
-        out: OutPtr<f32>,
-    ) {
-        if geo.stride == 1 {
-            block::<V, 1>(input, w, win, geo, ep, b, v0, out)
+    unsafe fn strided<const V: usize>(image: &Image<'_>, b: usize, v0: usize) {
+        if image.geo.stride == 1 {
+            block::<V, 1>(image, b, v0)
         } else {
-            block::<V, 2>(input, w, win, geo, ep, b, v0, out)
+            block::<V, 2>(image, b, v0)
         }
     }
 
@@ -302,18 +291,16 @@ mod vnni {
     ///
     /// # Safety
     /// As [`task`].
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    unsafe fn block<const V: usize, const S: usize>(
-        input: &[u8],
-        w: &DirectWeights,
-        win: &Window,
-        geo: &Geometry,
-        ep: &Epilogue<'_>,
-        b: usize,
-        v0: usize,
-        out: OutPtr<f32>,
-    ) {
+    unsafe fn block<const V: usize, const S: usize>(image: &Image<'_>, b: usize, v0: usize) {
+        let Image {
+            input,
+            w,
+            win,
+            geo,
+            ep,
+            out,
+        } = *image;
         let [_, kh, kw] = win.kernel;
         let (groups, taps) = (w.c.div_ceil(4), w.taps);
         let (wq, phase_len) = (geo.wq, geo.phase_len);
