@@ -50,6 +50,25 @@ pub(crate) fn chunks_mut<T: Send>(
     }
 }
 
+/// A vector of `len` elements written by `fill(index, chunk)` over consecutive
+/// `chunk`-sized pieces (in parallel when `work` is big, as [`chunks_mut`]), without
+/// initializing it first. `fill` must write every element of its piece.
+pub(crate) fn written<T: Copy + Send>(
+    len: usize,
+    chunk: usize,
+    work: usize,
+    fill: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync + Send,
+) -> Vec<T> {
+    let mut out: Vec<std::mem::MaybeUninit<T>> = Vec::with_capacity(len);
+    // SAFETY: `MaybeUninit` needs no initialization.
+    unsafe { out.set_len(len) };
+    chunks_mut(&mut out, chunk, work, fill);
+    let mut out = std::mem::ManuallyDrop::new(out);
+    // SAFETY: the pieces cover `out` and `fill` wrote every element of each;
+    // `MaybeUninit<T>` has `T`'s layout.
+    unsafe { Vec::from_raw_parts(out.as_mut_ptr().cast::<T>(), len, out.capacity()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +78,16 @@ mod tests {
         let src: Vec<u32> = (0..(PAR_MIN_ELEMS as u32 * 2 + 7)).collect();
         let out = map(&src, |&x| x * 2);
         assert!(out.iter().enumerate().all(|(i, &v)| v == 2 * i as u32));
+    }
+
+    #[test]
+    fn written_vectors_hold_what_each_piece_wrote() {
+        let v: Vec<usize> = written(10, 3, usize::MAX, |i, piece| {
+            piece.iter_mut().for_each(|x| {
+                x.write(i);
+            })
+        });
+        assert_eq!(v, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
     }
 
     #[test]

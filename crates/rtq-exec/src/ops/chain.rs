@@ -175,13 +175,10 @@ impl Chain<'_, '_> {
     /// The output: for each block of each plane, the steps' result, which `store`
     /// writes to its part of the output (every element of it).
     fn run<T: Copy + Send>(&self, store: impl Fn(&[f32], &mut [MaybeUninit<T>]) + Sync) -> Vec<T> {
-        let mut out: Vec<MaybeUninit<T>> = Vec::with_capacity(self.x.len());
-        // SAFETY: `MaybeUninit` needs no initialization.
-        unsafe { out.set_len(self.x.len()) };
         let work = self.x.len() * (self.steps.len() + 1);
         let plane = self.plane.max(1);
         let planes_per_task = (TASK / plane).max(1);
-        par::chunks_mut(&mut out, plane * planes_per_task, work, |t, dst| {
+        par::written(self.x.len(), plane * planes_per_task, work, |t, dst| {
             let (mut result, mut scratch) = ([0f32; BLOCK], [0f32; BLOCK]);
             for (j, dst) in dst.chunks_mut(plane).enumerate() {
                 let p = t * planes_per_task + j;
@@ -193,11 +190,7 @@ impl Chain<'_, '_> {
                     store(result, dst);
                 }
             }
-        });
-        let mut out = std::mem::ManuallyDrop::new(out);
-        // SAFETY: every element was written (the blocks cover `out`, and `store` writes
-        // all of its part); `MaybeUninit<T>` has `T`'s layout.
-        unsafe { Vec::from_raw_parts(out.as_mut_ptr().cast::<T>(), out.len(), out.capacity()) }
+        })
     }
 }
 

@@ -8,7 +8,6 @@
 //! SGEMM, tiling the output positions so the column buffer stays bounded.
 
 use rayon::prelude::*;
-use std::mem::MaybeUninit;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
@@ -151,19 +150,12 @@ fn broadcast_bias(bias: Option<&[f32]>, n: usize, m: usize, out_sp: usize) -> Ve
         return vec![0.0; n * m * out_sp];
     };
     let len = n * m * out_sp;
-    let mut out: Vec<MaybeUninit<f32>> = Vec::with_capacity(len);
-    // SAFETY: `MaybeUninit` needs no initialization.
-    unsafe { out.set_len(len) };
-    par::chunks_mut(&mut out, out_sp.max(1), len, |plane, dst| {
+    par::written(len, out_sp.max(1), len, |plane, dst| {
         let b = bias[plane % m];
         dst.iter_mut().for_each(|d| {
             d.write(b);
         });
-    });
-    let mut out = std::mem::ManuallyDrop::new(out);
-    // SAFETY: the planes cover `out` and every element was written; `MaybeUninit<f32>`
-    // has `f32`'s layout.
-    unsafe { Vec::from_raw_parts(out.as_mut_ptr().cast::<f32>(), len, out.capacity()) }
+    })
 }
 
 /// Computes a convolution in f32 into `out` (`n * m * output_size` elements), which
