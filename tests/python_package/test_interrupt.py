@@ -17,6 +17,10 @@ SCRIPT = textwrap.dedent(
     import numpy as np
     import rtq
 
+    # Ctrl-C raises KeyboardInterrupt even when the runner started this process with
+    # SIGINT ignored (as a shell does for background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
     def samples():
         rng = np.random.default_rng(0)
         for _ in range(4000):
