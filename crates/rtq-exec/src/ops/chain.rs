@@ -16,6 +16,7 @@
 use crate::ctx::OpCtx;
 use crate::ops::fused::hard_swish;
 use crate::ops::quant::quantize_8bit_tensor;
+use crate::ops::unary::{clip_f32, relu_f32};
 use crate::par;
 use crate::registry::Kernel;
 use crate::simd::multiversioned;
@@ -334,11 +335,8 @@ fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], channel: usize, at
                 _ => unreachable!("not a binary step"),
             }
         }
-        Step::Relu => pairs.for_each(|(o, &a)| *o = if a > 0.0 || a.is_nan() { a } else { 0.0 }),
-        &Step::Clip(lo, hi) => pairs.for_each(|(o, &a)| {
-            let y = if a < lo { lo } else { a };
-            *o = if y > hi { hi } else { y };
-        }),
+        Step::Relu => pairs.for_each(|(o, &a)| *o = relu_f32(a)),
+        &Step::Clip(lo, hi) => pairs.for_each(|(o, &a)| *o = clip_f32(a, lo, hi)),
         &Step::HardSwish(scale, divide) => {
             out.copy_from_slice(input);
             hard_swish(out, scale, divide);

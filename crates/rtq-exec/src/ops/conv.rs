@@ -14,6 +14,7 @@ use crate::float::tensor_from_f32;
 use crate::gemm::{sgemm, Mat};
 use crate::memo::derived;
 use crate::ops::columns::{with_columns, COL_BUDGET};
+use crate::ops::unary::relu_f32;
 use crate::ops::window::{valid_taps, Window};
 use crate::ops::winograd;
 use crate::ops::{conv_depthwise, conv_direct};
@@ -138,8 +139,7 @@ multiversioned! {
 
 #[inline(always)]
 fn relu_in_place_body(v: &mut [f32]) {
-    v.iter_mut()
-        .for_each(|a| *a = if *a > 0.0 || a.is_nan() { *a } else { 0.0 });
+    v.iter_mut().for_each(|a| *a = relu_f32(*a));
 }
 
 /// The initial output of a convolution: every output plane filled with its channel's

@@ -80,7 +80,7 @@ fn epilogue_terms(ctx: &OpCtx<'_>, m: usize) -> Result<(Vec<f32>, Option<Vec<f32
 }
 
 /// A convolution's weights, packed on first use for the path its windows take (direct
-/// on AVX-512 VNNI for stride-1 kernels, im2col + integer GEMM otherwise).
+/// on AVX-512 VNNI where [`integer_direct::applies`], im2col + integer GEMM otherwise).
 #[derive(Default)]
 struct ConvWeights {
     gemm: OnceLock<PackedWeights>,

@@ -39,7 +39,7 @@ mod slice;
 mod softmax;
 mod transpose;
 mod trilu;
-mod unary;
+pub(crate) mod unary;
 mod window;
 mod winograd;
 

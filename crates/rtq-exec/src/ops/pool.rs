@@ -151,9 +151,7 @@ fn max_pool_2d(p: &PoolInput<'_>) -> Vec<f32> {
             }
             for ox in (0..lo).chain(hi..ow) {
                 let (x0, x1) = columns[ox];
-                dst_row[ox] = rows_max[x0..x1]
-                    .iter()
-                    .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
+                dst_row[ox] = max_of(&rows_max[x0..x1]);
             }
         }
     })
@@ -170,6 +168,14 @@ fn nan_max(best: f32, v: f32) -> f32 {
     } else {
         best
     }
+}
+
+/// The maximum of `values` (NaN wins; -inf when empty).
+#[inline(always)]
+fn max_of(values: &[f32]) -> f32 {
+    values
+        .iter()
+        .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v))
 }
 
 multiversioned! {
@@ -210,9 +216,7 @@ fn max_of_windows_body(dst: &mut [f32], src: &[f32], kw: usize, stride: usize) {
         2 => windows_strided::<2>(dst, src, kw),
         _ => {
             for (i, d) in dst.iter_mut().enumerate() {
-                *d = src[i * stride..][..kw]
-                    .iter()
-                    .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
+                *d = max_of(&src[i * stride..][..kw]);
             }
         }
     }
@@ -239,9 +243,7 @@ fn windows_strided<const S: usize>(dst: &mut [f32], src: &[f32], kw: usize) {
     }
     let start = n - chunks.into_remainder().len();
     for i in start..n {
-        dst[i] = src[i * S..][..kw]
-            .iter()
-            .fold(f32::NEG_INFINITY, |best, &v| nan_max(best, v));
+        dst[i] = max_of(&src[i * S..][..kw]);
     }
 }
 

@@ -131,14 +131,30 @@ fn float_or_int(
     Ok(vec![ctx.tensor(x.shape().to_vec(), data)?])
 }
 
+/// Relu of one float: `max(x, 0)`, NaN kept (shared by the fused kernels, so that they
+/// compute what this op does).
+#[inline(always)]
+pub(crate) fn relu_f32(x: f32) -> f32 {
+    if x > 0.0 || x.is_nan() {
+        x
+    } else {
+        0.0
+    }
+}
+
+/// Clip of one float to `[lo, hi]`, NaN kept (shared as [`relu_f32`] is).
+#[inline(always)]
+pub(crate) fn clip_f32(x: f32, lo: f32, hi: f32) -> f32 {
+    let y = if x < lo { lo } else { x };
+    if y > hi {
+        hi
+    } else {
+        y
+    }
+}
+
 fn relu(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
-    float_or_int(ctx, IntOp::Relu, |x| {
-        if x > 0.0 || x.is_nan() {
-            x
-        } else {
-            0.0
-        }
-    })
+    float_or_int(ctx, IntOp::Relu, relu_f32)
 }
 
 fn abs(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -416,14 +432,7 @@ fn clip(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             lo.map_or(f32::NEG_INFINITY, |v| v as f32),
             hi.map_or(f32::INFINITY, |v| v as f32),
         );
-        return float_map(ctx, |a| {
-            let y = if a < lo { lo } else { a };
-            if y > hi {
-                hi
-            } else {
-                y
-            }
-        });
+        return float_map(ctx, |a| clip_f32(a, lo, hi));
     }
     let data = with_numeric!(x.data(), T, v => T::wrap(clamp::<T>(v, lo, hi)),
         _ => return Err(ctx.err(format!("unsupported element type {}", x.dtype()))));
