@@ -12,6 +12,10 @@
 //! * Conv then Relu, the Conv's output read by nothing else, on float32 →
 //!   `FusedConv` (the Conv's inputs and attributes, `activation = "Relu"`).
 //!
+//! * Conv, then Add (or two-input Sum) of a computed tensor of the same shape (a
+//!   residual branch), then optionally Relu, on float32 → `FusedConv` with the
+//!   residual as input 3 (`activation = "Relu"` or `"Identity"`).
+//!
 //! * Elementwise chains ([`fuse_chains`]): a run of float32 Add/Sub/Mul/Div (and
 //!   two-input Sum) by constant scalars or per-channel values or by computed tensors of
 //!   the same shape (a residual branch), Relu, Clip and fused HardSwish ops, each
@@ -43,6 +47,19 @@ pub fn fuse_activations(graph: &mut Graph) -> usize {
             node.attrs
                 .insert("divide".into(), Attr::Int(i64::from(divide)));
             fused += 1;
+        } else if let Some((conv, residual, relu)) = conv_plus_residual(graph, &readers, id) {
+            let conv = graph.node(conv).clone();
+            let node = graph.node_mut(id);
+            node.op_type = "FusedConv".into();
+            node.domain = INTEGER_DOMAIN.into();
+            node.inputs = conv.inputs;
+            node.inputs.resize(3, None);
+            node.inputs.push(Some(residual));
+            node.attrs = conv.attrs;
+            let activation = if relu { "Relu" } else { "Identity" };
+            node.attrs
+                .insert("activation".into(), Attr::String(activation.into()));
+            fused += 1;
         } else if let Some(conv) = conv_before_relu(graph, &readers, id) {
             let conv = graph.node(conv).clone();
             let node = graph.node_mut(id);
@@ -56,6 +73,55 @@ pub fn fuse_activations(graph: &mut Graph) -> usize {
         }
     }
     fused
+}
+
+/// `(conv, residual, relu)` when node `id` ends `Relu(Add(Conv(..), residual))` (or
+/// `Add(Conv(..), residual)` that no sole Relu follows; Add or two-input Sum, the
+/// Conv's output on either side): float32, `residual` a computed tensor of the Conv
+/// output's fully known shape, each intermediate value read by the next op only.
+fn conv_plus_residual(
+    graph: &Graph,
+    readers: &Readers,
+    id: NodeId,
+) -> Option<(NodeId, ValueId, bool)> {
+    let node = graph.node(id);
+    if !node.domain.is_empty() {
+        return None;
+    }
+    let is_add = |n: &rtq_ir::Node| {
+        n.domain.is_empty() && (n.op_type == "Add" || (n.op_type == "Sum" && n.inputs.len() == 2))
+    };
+    let sole_reader = |v: ValueId| readers[v.index()].len() == 1 && !graph.is_graph_output(v);
+    let (add, relu) = if node.op_type == "Relu" {
+        let x = node.input(0)?;
+        let (add, _) = graph.value(x).producer?;
+        (is_add(graph.node(add)) && sole_reader(x)).then_some((add, true))?
+    } else if is_add(node) {
+        // A Relu after it fuses the whole pattern when its turn comes.
+        let out = *node.outputs.first()?;
+        if sole_reader(out) && graph.node(readers[out.index()][0].0).op_type == "Relu" {
+            return None;
+        }
+        (id, false)
+    } else {
+        return None;
+    };
+    let add = graph.node(add);
+    let (a, b) = (add.input(0)?, add.input(1)?);
+    let shape = graph.value(a).shape.as_ref()?;
+    let known = shape.iter().all(|d| d.known().is_some())
+        && shape.iter().filter_map(Dim::known).product::<usize>() > 1;
+    let float = |v: ValueId| graph.value(v).dtype == Some(DType::F32);
+    if a == b || !known || graph.value(b).shape.as_ref() != Some(shape) || !float(a) || !float(b) {
+        return None;
+    }
+    [(a, b), (b, a)].into_iter().find_map(|(c, residual)| {
+        let conv = sole_producer(graph, readers, c, "Conv")?;
+        graph
+            .constant(residual)
+            .is_none()
+            .then_some((conv, residual, relu))
+    })
 }
 
 /// The float32 Conv whose output only Relu node `id` reads.
@@ -464,6 +530,130 @@ mod tests {
         // The Conv's output is read elsewhere too: left alone.
         let mut g = conv_relu(true);
         assert_eq!(fuse_activations(&mut g), 0);
+    }
+
+    /// How a test Conv joins its residual branch.
+    #[derive(Clone, Copy)]
+    enum Join {
+        /// `Add(conv, residual)`.
+        AddAfter,
+        /// `Add(residual, conv)`.
+        AddBefore,
+        /// `Sum(conv, residual)`.
+        Sum,
+    }
+
+    /// `[Relu](join(Conv(x, W, B), residual))` on `x` of [2, 4, 5, 6]: the Conv has
+    /// `kernel` taps a side (pads keep the extent) and `group` groups, 4 -> 8
+    /// channels; the residual is another Conv's output (of `residual_channels`
+    /// channels: 8 is the Conv's shape, 1 broadcasts). `shared` makes the Conv's
+    /// output a graph output too.
+    fn conv_residual(
+        kernel: usize,
+        group: usize,
+        join: Join,
+        relu: bool,
+        residual_channels: usize,
+        shared: bool,
+    ) -> Graph {
+        let mut g = Graph::new("g", 13);
+        let known = |d: &[usize]| Some(d.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>());
+        let x = g.add_input("x", DType::F32, known(&[2, 4, 5, 6]).unwrap());
+        let weights = |g: &mut Graph, name: &str, shape: Vec<usize>| {
+            let len = shape.iter().product::<usize>();
+            let w = (0..len)
+                .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.125)
+                .collect();
+            g.add_constant(name, Tensor::from_f32(shape, w))
+        };
+        let w = weights(&mut g, "w", vec![8, 4 / group, kernel, kernel]);
+        let b = weights(&mut g, "b", vec![8]);
+        let wr = weights(&mut g, "wr", vec![residual_channels, 4, 1, 1]);
+        let c = g.add_value("c", Some(DType::F32), known(&[2, 8, 5, 6]));
+        let r = g.add_value("r", Some(DType::F32), known(&[2, residual_channels, 5, 6]));
+        let sum = g.add_value("sum", Some(DType::F32), known(&[2, 8, 5, 6]));
+        let attrs = BTreeMap::from([
+            ("pads".to_string(), Attr::Ints(vec![(kernel / 2) as i64; 4])),
+            ("group".to_string(), Attr::Int(group as i64)),
+        ]);
+        g.add_node(
+            "conv",
+            "Conv",
+            vec![Some(x), Some(w), Some(b)],
+            vec![c],
+            attrs,
+        );
+        g.add_node(
+            "res",
+            "Conv",
+            vec![Some(x), Some(wr)],
+            vec![r],
+            BTreeMap::new(),
+        );
+        let (op, inputs) = match join {
+            Join::AddAfter => ("Add", vec![Some(c), Some(r)]),
+            Join::AddBefore => ("Add", vec![Some(r), Some(c)]),
+            Join::Sum => ("Sum", vec![Some(c), Some(r)]),
+        };
+        g.add_node("join", op, inputs, vec![sum], BTreeMap::new());
+        if relu {
+            let y = g.add_value("y", Some(DType::F32), known(&[2, 8, 5, 6]));
+            g.add_node("relu", "Relu", vec![Some(sum)], vec![y], BTreeMap::new());
+            g.outputs.push(y);
+        } else {
+            g.outputs.push(sum);
+        }
+        if shared {
+            g.outputs.push(c);
+        }
+        g
+    }
+
+    #[test]
+    fn conv_plus_residual_becomes_one_op() {
+        let x: Vec<f32> = (0..240)
+            .map(|i| match i {
+                7 => f32::NAN,
+                _ => (i as f32 * 0.61).sin() * 3.0,
+            })
+            .collect();
+        let x = Tensor::from_f32(vec![2, 4, 5, 6], x);
+        let bits = |g: &Graph| -> Vec<u32> {
+            let out = Plan::new(g)
+                .unwrap()
+                .run(&[("x".into(), x.clone())])
+                .unwrap();
+            out[0].to_f32_vec().iter().map(|v| v.to_bits()).collect()
+        };
+        // 1x1 (the GEMM path, with groups and a batch of 2) and 3x3 (a direct or
+        // im2col path) convolutions; every join, with and without Relu.
+        for (kernel, group) in [(1, 1), (1, 2), (3, 1)] {
+            for join in [Join::AddAfter, Join::AddBefore, Join::Sum] {
+                for relu in [false, true] {
+                    let mut g = conv_residual(kernel, group, join, relu, 8, false);
+                    let before = bits(&g);
+                    assert_eq!(fuse_activations(&mut g), 1);
+                    let ops: Vec<&str> = g.nodes().map(|(_, n)| n.op_type.as_str()).collect();
+                    assert!(ops.contains(&"FusedConv"), "{ops:?}");
+                    assert_eq!(
+                        before,
+                        bits(&g),
+                        "kernel {kernel}, group {group}, relu {relu}"
+                    );
+                }
+            }
+        }
+        // A residual that broadcasts: left alone.
+        let mut g = conv_residual(1, 1, Join::AddAfter, true, 1, false);
+        assert_eq!(fuse_activations(&mut g), 0);
+        // The Conv's output is read elsewhere too: the other branch's Conv takes the
+        // Add instead, with the first Conv's output as its residual.
+        let mut g = conv_residual(1, 1, Join::AddAfter, true, 8, true);
+        let before = bits(&g);
+        assert_eq!(fuse_activations(&mut g), 1);
+        let fused = g.nodes().find(|(_, n)| n.op_type == "FusedConv").unwrap().1;
+        assert_eq!(fused.inputs[3], g.value_by_name("c"));
+        assert_eq!(before, bits(&g));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! across rayon's pool.
 
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Element count from which elementwise work is spread over threads.
 pub(crate) const PAR_MIN_ELEMS: usize = 1 << 15;
@@ -57,16 +58,30 @@ pub(crate) fn written<T: Copy + Send>(
     len: usize,
     chunk: usize,
     work: usize,
-    fill: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync + Send,
+    fill: impl Fn(usize, &mut [MaybeUninit<T>]) + Sync + Send,
 ) -> Vec<T> {
-    let mut out: Vec<std::mem::MaybeUninit<T>> = Vec::with_capacity(len);
+    let mut out = uninit_vec(len);
+    chunks_mut(&mut out, chunk, work, fill);
+    // SAFETY: the pieces cover `out` and `fill` wrote every element of each.
+    unsafe { assume_written(out) }
+}
+
+/// A vector of `len` elements to be written before it is read ([`assume_written`]).
+pub(crate) fn uninit_vec<T>(len: usize) -> Vec<MaybeUninit<T>> {
+    let mut out = Vec::with_capacity(len);
     // SAFETY: `MaybeUninit` needs no initialization.
     unsafe { out.set_len(len) };
-    chunks_mut(&mut out, chunk, work, fill);
-    let mut out = std::mem::ManuallyDrop::new(out);
-    // SAFETY: the pieces cover `out` and `fill` wrote every element of each;
-    // `MaybeUninit<T>` has `T`'s layout.
-    unsafe { Vec::from_raw_parts(out.as_mut_ptr().cast::<T>(), len, out.capacity()) }
+    out
+}
+
+/// The vector of `T` that `v` holds once every element has been written.
+///
+/// # Safety
+/// Every element of `v` must have been written.
+pub(crate) unsafe fn assume_written<T>(v: Vec<MaybeUninit<T>>) -> Vec<T> {
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // `MaybeUninit<T>` has `T`'s layout; the caller vouches for the contents.
+    Vec::from_raw_parts(v.as_mut_ptr().cast::<T>(), v.len(), v.capacity())
 }
 
 #[cfg(test)]

@@ -11,10 +11,10 @@ use rayon::prelude::*;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
-use crate::gemm::{sgemm, Mat};
+use crate::gemm::{sgemm_write, Finish, Mat};
 use crate::memo::derived;
 use crate::ops::columns::{with_columns, COL_BUDGET};
-use crate::ops::unary::relu_f32;
+use crate::ops::unary::relu_in_place;
 use crate::ops::window::{valid_taps, Window};
 use crate::ops::winograd;
 use crate::ops::{conv_depthwise, conv_direct};
@@ -23,6 +23,7 @@ use crate::registry::Kernel;
 use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::Tensor;
+use std::mem::MaybeUninit;
 
 /// Conv kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
@@ -60,11 +61,12 @@ fn conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
 fn fused_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     match ctx.attr_str("activation", "")? {
         "Relu" => conv_then(ctx, true),
+        "Identity" => conv_then(ctx, false),
         other => Err(ctx.err(format!("unsupported fused activation `{other}`"))),
     }
 }
 
-/// A Conv, then Relu in place when `relu`.
+/// A Conv, plus the residual at input 3 when present, then Relu when `relu`.
 fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let w = ctx.input(1)?;
@@ -113,33 +115,57 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
         group,
         win,
     };
-    let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
-    if conv_direct::applies(&problem) {
-        let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
-        conv_direct::conv(&xs, &packed, &problem, &mut out);
-    } else if winograd::applies(&problem) {
-        let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
-        winograd::conv(&xs, &u, &problem, &mut out);
+    let out_shape: Vec<usize> = [n, m]
+        .into_iter()
+        .chain(problem.win.output_dims())
+        .collect();
+    let residual = ctx.opt_float_input(3)?;
+    if let (Some(r), Some(t)) = (&residual, ctx.opt_input(3)) {
+        if t.shape() != out_shape.as_slice() || r.len() != t.len() {
+            return Err(ctx.err(format!(
+                "residual of shape {:?} does not match the output's {out_shape:?}",
+                t.shape()
+            )));
+        }
+    }
+    let gemm = !conv_direct::applies(&problem)
+        && !winograd::applies(&problem)
+        && problem.c / problem.group > 1;
+    let out = if gemm {
+        // Bias and Relu applied to each block of the product as it is computed.
+        let finish = Finish {
+            bias: bias.as_deref(),
+            residual: residual.as_deref(),
+            relu,
+        };
+        conv_gemm(&xs, &ws, finish, &problem)
     } else {
-        conv_f32(&xs, &ws, bias.is_some(), &problem, &mut out);
-    }
-    if relu {
-        let work = out.len();
-        par::chunks_mut(&mut out, 1 << 14, work, |_, chunk| relu_in_place(chunk));
-    }
-    let mut shape = vec![n, m];
-    shape.extend(problem.win.output_dims());
-    Ok(vec![tensor_from_f32(dtype, shape, out)])
-}
-
-multiversioned! {
-    /// `v <- max(v, 0)` (NaN kept), as the Relu kernel computes it.
-    fn relu_in_place(v: &mut [f32]) => relu_in_place_body
-}
-
-#[inline(always)]
-fn relu_in_place_body(v: &mut [f32]) {
-    v.iter_mut().for_each(|a| *a = relu_f32(*a));
+        let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
+        if conv_direct::applies(&problem) {
+            let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
+            conv_direct::conv(&xs, &packed, &problem, &mut out);
+        } else if winograd::applies(&problem) {
+            let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
+            winograd::conv(&xs, &u, &problem, &mut out);
+        } else if conv_depthwise::applies(&problem) {
+            conv_depthwise::conv(&xs, &ws, &problem, &mut out);
+        } else {
+            depthwise(&xs, &ws, &problem, &mut out);
+        }
+        if let Some(r) = &residual {
+            let work = out.len();
+            par::chunks_mut(&mut out, 1 << 14, work, |i, chunk| {
+                let r = &r[i << 14..][..chunk.len()];
+                chunk.iter_mut().zip(r).for_each(|(v, r)| *v += r);
+            });
+        }
+        if relu {
+            let work = out.len();
+            par::chunks_mut(&mut out, 1 << 14, work, |_, chunk| relu_in_place(chunk));
+        }
+        out
+    };
+    Ok(vec![tensor_from_f32(dtype, out_shape, out)])
 }
 
 /// The initial output of a convolution: every output plane filled with its channel's
@@ -158,25 +184,18 @@ fn broadcast_bias(bias: Option<&[f32]>, n: usize, m: usize, out_sp: usize) -> Ve
     })
 }
 
-/// Computes a convolution in f32 into `out` (`n * m * output_size` elements), which
-/// holds the bias planes on entry when `has_bias` (see [`broadcast_bias`]) and zeros
-/// otherwise.
-pub(crate) fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, out: &mut [f32]) {
+/// A convolution of at least two input channels per group in f32, by im2col (skipped
+/// for plain 1x1) and SGEMM: `n * m * output_size` elements, `finish` applied to each
+/// (its bias per output channel, its residual laid out as the output).
+pub(crate) fn conv_gemm(x: &[f32], w: &[f32], finish: Finish<'_>, p: &ConvProblem) -> Vec<f32> {
     let cg = p.c / p.group;
-    if out.is_empty() {
-        return;
-    }
-    if cg == 1 {
-        if conv_depthwise::applies(p) {
-            conv_depthwise::conv(x, w, p, out);
-        } else {
-            depthwise(x, w, p, out);
-        }
-        return;
-    }
     let mg = p.m / p.group;
     let win = &p.win;
     let (in_sp, out_sp) = (win.input_size(), win.output_size());
+    let mut out = par::uninit_vec(p.n * p.m * out_sp);
+    if out.is_empty() {
+        return Vec::new();
+    }
     let kg = cg * win.kernel_size();
     let pointwise = win.is_pointwise();
     let tile = if pointwise || kg * out_sp <= COL_BUDGET {
@@ -187,13 +206,18 @@ pub(crate) fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, ou
     let tasks = p.n * p.group;
     // One task: image `ni`, group `g`, writing its `mg x out_sp` block of `out`.
     let col_len = if pointwise { 0 } else { kg * tile };
-    let task = |t: usize, block: &mut [f32], col: &mut [f32], nested: bool| {
+    let task = |t: usize, block: &mut [MaybeUninit<f32>], col: &mut [f32], nested: bool| {
         let (ni, g) = (t / p.group, t % p.group);
         let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
         let wg = Mat::row_major(&w[g * mg * kg..][..mg * kg], mg, kg);
-        let beta = if has_bias { 1.0 } else { 0.0 };
+        let block_finish = |p0: usize| Finish {
+            bias: finish.bias.map(|b| &b[g * mg..][..mg]),
+            residual: finish.residual.map(|r| &r[t * mg * out_sp + p0..]),
+            relu: finish.relu,
+        };
         if pointwise {
-            sgemm(1.0, wg, Mat::row_major(xg, cg, out_sp), beta, block, out_sp);
+            let xm = Mat::row_major(xg, cg, out_sp);
+            sgemm_write(wg, xm, block, out_sp, block_finish(0));
             return;
         }
         let mut p0 = 0;
@@ -201,14 +225,8 @@ pub(crate) fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, ou
             let tp = tile.min(out_sp - p0);
             let buf = &mut col[..kg * tp];
             im2col(xg, win, p0, tp, buf, nested);
-            sgemm(
-                1.0,
-                wg,
-                Mat::row_major(buf, kg, tp),
-                beta,
-                &mut block[p0..],
-                out_sp,
-            );
+            let cols = Mat::row_major(buf, kg, tp);
+            sgemm_write(wg, cols, &mut block[p0..], out_sp, block_finish(p0));
             p0 += tp;
         }
     };
@@ -224,6 +242,9 @@ pub(crate) fn conv_f32(x: &[f32], w: &[f32], has_bias: bool, p: &ConvProblem, ou
             }
         });
     }
+    // SAFETY: the tasks' blocks cover `out`, and each task's products (over all its
+    // column tiles) wrote every element of its block.
+    unsafe { par::assume_written(out) }
 }
 
 /// Fills `col` (`kg x tp`, row-major) with the input patches of output positions

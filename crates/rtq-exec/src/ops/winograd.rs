@@ -419,7 +419,8 @@ fn multiply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::conv::conv_f32;
+    use crate::gemm::Finish;
+    use crate::ops::conv::conv_gemm;
 
     fn seq(n: usize, scale: f32, salt: usize) -> Vec<f32> {
         (0..n)
@@ -454,8 +455,13 @@ mod tests {
         let len = n * m * oh * ow;
         let mut fast = vec![0.25; len];
         conv(&x, &transform_weights(&wts, &p), &p, &mut fast);
-        let mut reference = vec![0.25; len];
-        conv_f32(&x, &wts, true, &p, &mut reference);
+        let bias = vec![0.25; m];
+        let finish = Finish {
+            bias: Some(&bias),
+            residual: None,
+            relu: false,
+        };
+        let reference = conv_gemm(&x, &wts, finish, &p);
         (fast, reference)
     }
 
