@@ -30,8 +30,10 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 
 /// rtq's own fused convolution (domain [`INTEGER_DOMAIN`](super::integer::INTEGER_DOMAIN)),
 /// made at load by [`crate::fuse_activations`]: `FusedConv` is a Conv (same inputs and
-/// attributes) followed by the activation named by attribute `activation` (`Relu`),
-/// applied in place to the output before it leaves the kernel.
+/// attributes), plus an optional residual at input 3 (a tensor of the output's shape,
+/// added after the bias), then the activation named by attribute `activation` (`Relu`
+/// or `Identity`). On the im2col/GEMM path these are applied to each block of the
+/// product while it is in cache; the other paths apply them in a pass over the output.
 pub(crate) const FUSED_KERNELS: &[(&str, Kernel)] = &[("FusedConv", fused_conv)];
 
 /// Smallest output tile when the buffer budget forces tiling.
@@ -132,7 +134,8 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
         && !winograd::applies(&problem)
         && problem.c / problem.group > 1;
     let out = if gemm {
-        // Bias and Relu applied to each block of the product as it is computed.
+        // Bias, residual and Relu applied to each block of the product as it is
+        // computed, while it is in cache.
         let finish = Finish {
             bias: bias.as_deref(),
             residual: residual.as_deref(),
@@ -147,6 +150,7 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
         } else if winograd::applies(&problem) {
             let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
             winograd::conv(&xs, &u, &problem, &mut out);
+        } else if out.is_empty() {
         } else if conv_depthwise::applies(&problem) {
             conv_depthwise::conv(&xs, &ws, &problem, &mut out);
         } else {
