@@ -85,6 +85,26 @@ pub(crate) fn sgemm_write(
     ldc: usize,
     finish: Finish<'_>,
 ) {
+    // SAFETY: `c` is borrowed exclusively for the call.
+    unsafe { sgemm_write_raw(a, b, c.as_mut_ptr().cast(), c.len(), ldc, finish, false) }
+}
+
+/// [`sgemm_write`] into the `len` elements at `c`, single-threaded when `serial`: for
+/// kernels whose parallel pieces write disjoint columns of one output.
+///
+/// # Safety
+/// `c..c + len` must lie inside a live allocation that no other thread reads or
+/// writes meanwhile, except for elements outside the `a.rows x b.cols` block at row
+/// stride `ldc`.
+pub(crate) unsafe fn sgemm_write_raw(
+    a: Mat<'_>,
+    b: Mat<'_>,
+    c: *mut f32,
+    len: usize,
+    ldc: usize,
+    finish: Finish<'_>,
+    serial: bool,
+) {
     if let Some(bias) = finish.bias {
         assert_eq!(bias.len(), a.rows, "one bias per row of the product");
     }
@@ -95,12 +115,23 @@ pub(crate) fn sgemm_write(
             "residual shorter than the product"
         );
     }
-    let dst = Dst {
-        ptr: c.as_mut_ptr().cast(),
-        len: c.len(),
-        ldc,
-    };
-    product(1.0, a, b, 0.0, dst, finish, false);
+    let dst = Dst { ptr: c, len, ldc };
+    product(1.0, a, b, 0.0, dst, finish, serial);
+}
+
+/// How many single-threaded pieces of columns an `m x k` by `k x n` product is cut
+/// into on `threads` threads, when [`sgemm`] would cut its columns (see [`Split`]):
+/// for kernels that prepare each piece's columns themselves.
+pub(crate) fn column_pieces(m: usize, k: usize, n: usize, threads: usize) -> Option<usize> {
+    match Split::of(m, k, n, threads) {
+        Split::Pieces { rows: false, count } => Some(count),
+        _ => None,
+    }
+}
+
+/// Columns of piece `p` of `count` over `n` columns (see [`column_pieces`]).
+pub(crate) fn column_piece(n: usize, count: usize, p: usize) -> Range<usize> {
+    Split::piece(n, count, p)
 }
 
 /// What is applied to each block of a product right after it is computed, while the

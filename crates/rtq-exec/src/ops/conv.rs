@@ -11,19 +11,20 @@ use rayon::prelude::*;
 
 use crate::ctx::OpCtx;
 use crate::float::tensor_from_f32;
-use crate::gemm::{sgemm_write, Finish, Mat};
+use crate::gemm::{self, sgemm_write, sgemm_write_raw, Finish, Mat};
 use crate::memo::derived;
 use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::unary::relu_in_place;
 use crate::ops::window::{valid_taps, Window};
 use crate::ops::winograd;
 use crate::ops::{conv_depthwise, conv_direct};
-use crate::par;
+use crate::par::{self, OutPtr};
 use crate::registry::Kernel;
 use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::Tensor;
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 /// Conv kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
@@ -208,30 +209,74 @@ pub(crate) fn conv_gemm(x: &[f32], w: &[f32], finish: Finish<'_>, p: &ConvProble
         (COL_BUDGET / kg).max(MIN_TILE).min(out_sp)
     };
     let tasks = p.n * p.group;
-    // One task: image `ni`, group `g`, writing its `mg x out_sp` block of `out`.
     let col_len = if pointwise { 0 } else { kg * tile };
-    let task = |t: usize, block: &mut [MaybeUninit<f32>], col: &mut [f32], nested: bool| {
+    // Output positions `range` in balanced tiles of at most `tile` positions: when
+    // there are several, none is under half a tile, so every product rounds as any
+    // other cut would (see `gemm::Split`).
+    let tiles = |range: Range<usize>| {
+        let count = range.len().div_ceil(tile).max(1);
+        let at = move |i: usize| range.start + range.len() * i / count;
+        (0..count).map(move |i| at(i)..at(i + 1))
+    };
+    let finish_of = |t: usize, p0: usize| Finish {
+        bias: finish.bias.map(|b| &b[(t % p.group) * mg..][..mg]),
+        residual: finish.residual.map(|r| &r[t * mg * out_sp + p0..]),
+        relu: finish.relu,
+    };
+    let input_of = |t: usize| {
         let (ni, g) = (t / p.group, t % p.group);
         let xg = &x[(ni * p.c + g * cg) * in_sp..][..cg * in_sp];
         let wg = Mat::row_major(&w[g * mg * kg..][..mg * kg], mg, kg);
-        let block_finish = |p0: usize| Finish {
-            bias: finish.bias.map(|b| &b[g * mg..][..mg]),
-            residual: finish.residual.map(|r| &r[t * mg * out_sp + p0..]),
-            relu: finish.relu,
-        };
+        (xg, wg)
+    };
+    let threads = rayon::current_num_threads();
+    let pieces = (tasks == 1 && !pointwise)
+        .then(|| gemm::column_pieces(mg, kg, out_sp, threads))
+        .flatten();
+    if let Some(count) = pieces {
+        // One image and group, cut into one piece of output positions per thread,
+        // each building the columns it multiplies (in its own cache).
+        let (xg, wg) = input_of(0);
+        let base = OutPtr(out.as_mut_ptr().cast::<f32>());
+        let len = out.len();
+        (0..count).into_par_iter().for_each(|piece| {
+            with_columns(col_len, |col| {
+                for r in tiles(gemm::column_piece(out_sp, count, piece)) {
+                    let buf = &mut col[..kg * r.len()];
+                    im2col(xg, win, r.start, r.len(), buf, false);
+                    let cols = Mat::row_major(buf, kg, r.len());
+                    // SAFETY: the piece writes columns `r` of the `mg x out_sp`
+                    // output, which no other piece writes.
+                    unsafe {
+                        let c = base.offset(r.start).0;
+                        let finish = finish_of(0, r.start);
+                        sgemm_write_raw(wg, cols, c, len - r.start, out_sp, finish, true);
+                    }
+                }
+            })
+        });
+        // SAFETY: the pieces cover every output position of every channel.
+        return unsafe { par::assume_written(out) };
+    }
+    // One task: image `ni`, group `g`, writing its `mg x out_sp` block of `out`.
+    let task = |t: usize, block: &mut [MaybeUninit<f32>], col: &mut [f32], nested: bool| {
+        let (xg, wg) = input_of(t);
         if pointwise {
             let xm = Mat::row_major(xg, cg, out_sp);
-            sgemm_write(wg, xm, block, out_sp, block_finish(0));
+            sgemm_write(wg, xm, block, out_sp, finish_of(t, 0));
             return;
         }
-        let mut p0 = 0;
-        while p0 < out_sp {
-            let tp = tile.min(out_sp - p0);
-            let buf = &mut col[..kg * tp];
-            im2col(xg, win, p0, tp, buf, nested);
-            let cols = Mat::row_major(buf, kg, tp);
-            sgemm_write(wg, cols, &mut block[p0..], out_sp, block_finish(p0));
-            p0 += tp;
+        for r in tiles(0..out_sp) {
+            let buf = &mut col[..kg * r.len()];
+            im2col(xg, win, r.start, r.len(), buf, nested);
+            let cols = Mat::row_major(buf, kg, r.len());
+            sgemm_write(
+                wg,
+                cols,
+                &mut block[r.start..],
+                out_sp,
+                finish_of(t, r.start),
+            );
         }
     };
     let block_len = mg * out_sp;
@@ -615,7 +660,10 @@ fn dw_blocks<const B: usize>(
 
 #[cfg(test)]
 mod tests {
+    use super::{conv_gemm, ConvProblem};
     use crate::eval_node;
+    use crate::gemm::{self, Finish};
+    use crate::ops::window::Window;
     use half::f16;
     use rtq_ir::{Attr, DType, Node, Tensor, TensorData};
 
@@ -846,6 +894,60 @@ mod tests {
         );
         for (a, b) in y.as_f32().unwrap().iter().zip(&want) {
             assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn im2col_pieces_round_alike_on_any_thread_count() {
+        // 3x3 stride-2 convolutions with a bias, a residual and Relu: one cut into
+        // pieces of output positions on several threads, and one whose column
+        // buffer is also tiled (kg = 576 by 9216 positions).
+        for (xs, m) in [([1, 16, 64, 64], 32), ([1, 64, 192, 192], 8)] {
+            let [_, c, h, wd] = xs;
+            let ws = [m, c, 3, 3];
+            let x = seq(xs.iter().product(), 0.01);
+            let w = seq(ws.iter().product(), 0.013);
+            let (shape, want) = naive(&x, xs, &w, ws, 1, [2, 2], [1, 1], [1, 1, 1, 1]);
+            let bias: Vec<f32> = (0..m).map(|i| i as f32 * 0.1 - 1.0).collect();
+            let residual = seq(want.len(), 0.02);
+            let win = Window {
+                rank: 2,
+                input: [1, h, wd],
+                kernel: [1, 3, 3],
+                stride: [1, 2, 2],
+                dilation: [1; 3],
+                pad_begin: [0, 1, 1],
+                pad_end: [0, 1, 1],
+                output: [1, shape[2], shape[3]],
+            };
+            let p = ConvProblem {
+                n: 1,
+                c,
+                m,
+                group: 1,
+                win,
+            };
+            let on = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let finish = Finish {
+                    bias: Some(&bias),
+                    residual: Some(&residual),
+                    relu: true,
+                };
+                pool.install(|| conv_gemm(&x, &w, finish, &p))
+            };
+            let one = on(1);
+            assert!(gemm::column_pieces(m, c * 9, shape[2] * shape[3], 3).is_some());
+            for threads in [2, 3, 5] {
+                assert!(one == on(threads), "{xs:?} on {threads} threads");
+            }
+            for (i, (&got, &conv)) in one.iter().zip(&want).enumerate() {
+                let expected = (conv + bias[i / (shape[2] * shape[3])] + residual[i]).max(0.0);
+                assert!((got - expected).abs() < 1e-3, "[{i}] {got} vs {expected}");
+            }
         }
     }
 
