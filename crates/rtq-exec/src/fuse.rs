@@ -503,23 +503,32 @@ mod tests {
         g
     }
 
-    #[test]
-    fn conv_then_relu_becomes_one_op() {
-        let x: Vec<f32> = (0..50)
+    /// A test input `x` of `shape`: a wave with a NaN at element 7 and -0 at 9.
+    fn wavy_input(shape: Vec<usize>) -> Tensor {
+        let len = shape.iter().product::<usize>();
+        let x = (0..len)
             .map(|i| match i {
                 7 => f32::NAN,
                 9 => -0.0,
                 _ => (i as f32 * 0.61).sin() * 3.0,
             })
             .collect();
-        let x = Tensor::from_f32(vec![1, 2, 5, 5], x);
-        let bits = |g: &Graph| -> Vec<u32> {
-            let out = Plan::new(g)
-                .unwrap()
-                .run(&[("x".into(), x.clone())])
-                .unwrap();
-            out[0].to_f32_vec().iter().map(|v| v.to_bits()).collect()
-        };
+        Tensor::from_f32(shape, x)
+    }
+
+    /// The bits of `g`'s first output on input `x`.
+    fn output_bits(g: &Graph, x: &Tensor) -> Vec<u32> {
+        let out = Plan::new(g)
+            .unwrap()
+            .run(&[("x".into(), x.clone())])
+            .unwrap();
+        out[0].to_f32_vec().iter().map(|v| v.to_bits()).collect()
+    }
+
+    #[test]
+    fn conv_then_relu_becomes_one_op() {
+        let x = wavy_input(vec![1, 2, 5, 5]);
+        let bits = |g: &Graph| output_bits(g, &x);
         let mut g = conv_relu(false);
         let before = bits(&g);
         assert!(before.iter().any(|&b| f32::from_bits(b).is_nan()));
@@ -611,20 +620,8 @@ mod tests {
 
     #[test]
     fn conv_plus_residual_becomes_one_op() {
-        let x: Vec<f32> = (0..240)
-            .map(|i| match i {
-                7 => f32::NAN,
-                _ => (i as f32 * 0.61).sin() * 3.0,
-            })
-            .collect();
-        let x = Tensor::from_f32(vec![2, 4, 5, 6], x);
-        let bits = |g: &Graph| -> Vec<u32> {
-            let out = Plan::new(g)
-                .unwrap()
-                .run(&[("x".into(), x.clone())])
-                .unwrap();
-            out[0].to_f32_vec().iter().map(|v| v.to_bits()).collect()
-        };
+        let x = wavy_input(vec![2, 4, 5, 6]);
+        let bits = |g: &Graph| output_bits(g, &x);
         // 1x1 (the GEMM path, with groups and a batch of 2) and 3x3 (a direct or
         // im2col path) convolutions; every join, with and without Relu.
         for (kernel, group) in [(1, 1), (1, 2), (3, 1)] {
