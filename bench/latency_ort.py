@@ -13,8 +13,10 @@ for comparison.
 usage: bench/latency_ort.py [--rtq target/release/rtq] [--threads 1,2] [--duration 2]
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,6 +100,8 @@ def main():
     ap.add_argument("--duration", type=float, default=2.0)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="rtq-latency-")
+    # The built models are only needed while this process runs.
+    atexit.register(shutil.rmtree, work, True)
     built = []
     for label, model, name, shape in models():
         int8 = build_int8(args.rtq, model, name, shape, os.path.join(work, str(len(built))))

@@ -10,7 +10,9 @@ and reads the others back with CTC greedy decoding through onnxruntime: line acc
 usage: bench/ocr_rec.py [--rtq target/release/rtq] [--calib 48] [--eval 200] [--seed 0]
 """
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -129,6 +131,8 @@ def build_all(rtq, model, calib, input_name, no_ort, methods=METHODS):
     unless `no_ort`) on the `calib` arrays; returns (label, model path) rows, FP32
     first. Says on stderr what `auto` chose."""
     work = tempfile.mkdtemp(prefix="rtq-ocr-")
+    # The built models are only needed while this process runs.
+    atexit.register(shutil.rmtree, work, True)
     calib_dir = os.path.join(work, "calib")
     os.makedirs(calib_dir)
     for i, x in enumerate(calib):
