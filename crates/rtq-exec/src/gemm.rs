@@ -193,7 +193,7 @@ fn product(
         "gemm operand out of bounds"
     );
     assert!(
-        m == 0 || n == 0 || ((m - 1) * ldc + n <= c.len),
+        m == 0 || n == 0 || (m - 1) * ldc + n <= c.len,
         "gemm output out of bounds"
     );
     if m == 0 || n == 0 {
@@ -202,17 +202,17 @@ fn product(
     // `c`'s base, as an address so that blocks can be written from rayon's threads.
     let c_addr = c.ptr as usize;
     if k == 0 {
-        for r in 0..m {
-            // SAFETY: row `r`'s `n` elements lie inside `c` (asserted above), which the
-            // caller lends exclusively for the call.
-            unsafe {
+        // SAFETY: every row's `n` elements lie inside `c` (asserted above), which the
+        // caller lends exclusively for the call.
+        unsafe {
+            for r in 0..m {
                 let row = (c_addr as *mut f32).add(r * ldc);
                 for j in 0..n {
                     let v = if beta == 0.0 { 0.0 } else { *row.add(j) * beta };
                     row.add(j).write(v);
                 }
-                finish_block(&finish, row.cast(), 0, r..r + 1, 0..n);
             }
+            finish_block(&finish, c_addr as *mut f32, ldc, 0..m, 0..n);
         }
         return;
     }
@@ -289,7 +289,7 @@ unsafe fn finish_block(
 multiversioned! {
     /// `v <- v + bias`, then `v <- v + residual`, then Relu when `relu` (each only
     /// when given), on one row (in L1).
-    fn finish_row(v: &mut [f32], bias: Option<f32>, residual: Option<&[f32]>, relu: bool)
+    pub(crate) fn finish_row(v: &mut [f32], bias: Option<f32>, residual: Option<&[f32]>, relu: bool)
         => finish_row_body
 }
 
@@ -571,6 +571,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn empty_inner_dimension_still_finishes_every_row() {
+        // 2x0 by 0x3: zeros, then each row's bias, its own residual and Relu.
+        let residual = [1.0, -5.0, 2.0, -1.0, 4.0, 0.5];
+        let mut c = [MaybeUninit::<f32>::uninit(); 6];
+        let finish = Finish {
+            bias: Some(&[0.5, -2.0]),
+            residual: Some(&residual),
+            relu: true,
+        };
+        sgemm_write(
+            Mat::row_major(&[], 2, 0),
+            Mat::row_major(&[], 0, 3),
+            &mut c,
+            3,
+            finish,
+        );
+        // SAFETY: the product wrote all six elements.
+        let c = c.map(|v| unsafe { v.assume_init() });
+        assert_eq!(c, [1.5, 0.0, 2.5, 0.0, 2.0, 0.0]);
     }
 
     #[test]

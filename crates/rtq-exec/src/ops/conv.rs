@@ -14,7 +14,6 @@ use crate::float::tensor_from_f32;
 use crate::gemm::{self, sgemm_write, sgemm_write_raw, Finish, Mat};
 use crate::memo::derived;
 use crate::ops::columns::{with_columns, COL_BUDGET};
-use crate::ops::unary::relu_in_place;
 use crate::ops::window::{valid_taps, Window};
 use crate::ops::winograd;
 use crate::ops::{conv_depthwise, conv_direct};
@@ -37,6 +36,8 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 /// product while it is in cache; the other paths apply them in a pass over the output.
 pub(crate) const FUSED_KERNELS: &[(&str, Kernel)] = &[("FusedConv", fused_conv)];
 
+/// Elements per parallel task of the residual-and-Relu pass of the non-GEMM paths.
+const FINISH_CHUNK: usize = 1 << 14;
 /// Smallest output tile when the buffer budget forces tiling.
 const MIN_TILE: usize = 256;
 /// SGEMM problems below this size (m*k + k*n) run single-threaded in the gemm crate, so
@@ -157,16 +158,15 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
         } else {
             depthwise(&xs, &ws, &problem, &mut out);
         }
-        if let Some(r) = &residual {
+        // The GEMM path's per-row finish (residual, then Relu), in one pass.
+        if residual.is_some() || relu {
             let work = out.len();
-            par::chunks_mut(&mut out, 1 << 14, work, |i, chunk| {
-                let r = &r[i << 14..][..chunk.len()];
-                chunk.iter_mut().zip(r).for_each(|(v, r)| *v += r);
+            par::chunks_mut(&mut out, FINISH_CHUNK, work, |i, chunk| {
+                let r = residual
+                    .as_deref()
+                    .map(|r| &r[i * FINISH_CHUNK..][..chunk.len()]);
+                gemm::finish_row(chunk, None, r, relu);
             });
-        }
-        if relu {
-            let work = out.len();
-            par::chunks_mut(&mut out, 1 << 14, work, |_, chunk| relu_in_place(chunk));
         }
         out
     };

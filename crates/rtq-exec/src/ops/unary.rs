@@ -142,16 +142,6 @@ pub(crate) fn relu_f32(x: f32) -> f32 {
     }
 }
 
-multiversioned! {
-    /// `v <- relu(v)` ([`relu_f32`]) for every element, in place.
-    pub(crate) fn relu_in_place(v: &mut [f32]) => relu_in_place_body
-}
-
-#[inline(always)]
-fn relu_in_place_body(v: &mut [f32]) {
-    v.iter_mut().for_each(|a| *a = relu_f32(*a));
-}
-
 /// Clip of one float to `[lo, hi]`, NaN kept (shared as [`relu_f32`] is).
 #[inline(always)]
 pub(crate) fn clip_f32(x: f32, lo: f32, hi: f32) -> f32 {
