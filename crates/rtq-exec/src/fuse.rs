@@ -108,11 +108,7 @@ fn conv_plus_residual(
     };
     let add = graph.node(add);
     let (a, b) = (add.input(0)?, add.input(1)?);
-    let shape = graph.value(a).shape.as_ref()?;
-    let known = shape.iter().all(|d| d.known().is_some())
-        && shape.iter().filter_map(Dim::known).product::<usize>() > 1;
-    let float = |v: ValueId| graph.value(v).dtype == Some(DType::F32);
-    if a == b || !known || graph.value(b).shape.as_ref() != Some(shape) || !float(a) || !float(b) {
+    if a == b || !same_float_shape(graph, a, b) {
         return None;
     }
     [(a, b), (b, a)].into_iter().find_map(|(c, residual)| {
@@ -122,6 +118,20 @@ fn conv_plus_residual(
             .is_none()
             .then_some((conv, residual, relu))
     })
+}
+
+/// Whether `a` and `b` are float32 values of one fully known shape of more than one
+/// element (a residual branch and the value it is added to).
+fn same_float_shape(graph: &Graph, a: ValueId, b: ValueId) -> bool {
+    let (va, vb) = (graph.value(a), graph.value(b));
+    let Some(shape) = va.shape.as_ref() else {
+        return false;
+    };
+    va.dtype == Some(DType::F32)
+        && vb.dtype == Some(DType::F32)
+        && vb.shape.as_ref() == Some(shape)
+        && shape.iter().all(|d| d.known().is_some())
+        && shape.iter().filter_map(Dim::known).product::<usize>() > 1
 }
 
 /// The float32 Conv whose output only Relu node `id` reads.
@@ -257,11 +267,7 @@ fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, Ch
                 }
                 // A computed operand must have x's shape, fully known.
                 None => {
-                    let other = graph.value(c);
-                    let same = other.shape.as_ref() == Some(shape)
-                        && known.iter().all(Option::is_some)
-                        && known.iter().flatten().product::<usize>() > 1;
-                    if other.dtype != Some(DType::F32) || !same {
+                    if !same_float_shape(graph, x, c) {
                         return None;
                     }
                 }
