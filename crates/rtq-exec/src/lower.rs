@@ -6,7 +6,8 @@
 //! TensorRT and onnxruntime do) and replaces the float op by an integer one (see
 //! [`crate::ops::integer`]):
 //!
-//! * `Conv(DQ(Xq, sx), DQ(Wq, sw), B?)`, group 1 → `IntegerConv(Xq, sx, Wq, sw, B?)`;
+//! * `Conv(DQ(Xq, sx), DQ(Wq, sw), B?)`, group 1 or one input channel per group
+//!   (depthwise, at most 1024 taps) → `IntegerConv(Xq, sx, Wq, sw, B?)`;
 //! * `MatMul(DQ(Xq, sx), DQ(Wq, sw))` with a constant matrix `Wq` → `IntegerMatMul`;
 //! * `Gemm(DQ(Xq, sx), DQ(Wq, sw), C?)` (no transA, alpha = beta = 1, C a constant
 //!   per-column bias) → `IntegerMatMul` with `transB`.
@@ -25,6 +26,9 @@ use rtq_ir::{Attr, DType, Graph, NodeId, TensorData, ValueId};
 /// Largest inner dimension lowered: INT32 accumulators of INT8 products stay exact
 /// below it (with VNNI's +128 offset).
 const MAX_DEPTH: usize = 1 << 16;
+
+/// Most taps of a lowered depthwise convolution (its sums are computed exactly in f32).
+const MAX_DEPTHWISE_TAPS: usize = crate::ops::integer_depthwise::MAX_TAPS;
 
 /// Rewrites every pattern of `graph` (not inside control-flow bodies) into integer ops
 /// whose weights are packed for `isa`; returns the names of the rewritten nodes.
@@ -150,13 +154,20 @@ fn bias(graph: &Graph, v: ValueId, len: usize) -> bool {
 
 fn conv(graph: &Graph, id: NodeId) -> Option<Rewrite> {
     let node = graph.node(id);
-    if node.attr_int("group", 1) != 1 || !is_f32(graph, *node.outputs.first()?) {
+    let group = usize::try_from(node.attr_int("group", 1)).ok()?;
+    if group == 0 || !is_f32(graph, *node.outputs.first()?) {
         return None;
     }
     let (xq, sx) = dequantized_activation(graph, node.input(0)?)?;
     let (wq, sw, axis) = dequantized_weight(graph, node.input(1)?)?;
     let w = graph.constant(wq)?;
     if w.rank() < 3 || axis.is_some_and(|a| a != 0) || w.len() / w.shape()[0] > MAX_DEPTH {
+        return None;
+    }
+    // Groups of one input channel (depthwise) with few enough taps; other groupings
+    // stay in float.
+    let taps = w.len() / w.shape()[0];
+    if group > 1 && (w.shape()[1] != 1 || w.shape()[0] % group != 0 || taps > MAX_DEPTHWISE_TAPS) {
         return None;
     }
     let b = node.input(2);
@@ -404,6 +415,41 @@ mod tests {
     }
 
     #[test]
+    fn depthwise_conv_patterns_run_in_integers_like_the_float_emulation() {
+        // (channels, multiplier, kernel, pads, stride, size): PP-OCR's 3x3 and 5x5
+        // depthwise layers at stride 1 and 2, a channel multiplier, a map narrower
+        // than a vector and one wider, with and without a bias.
+        for (i, (c, mult, k, pads, stride, hw)) in [
+            (8, 1, 3, 1, 1, 20),
+            (6, 1, 5, 2, 2, 21),
+            (4, 2, 3, 1, 1, 9),
+            (3, 1, 5, 2, 1, 37),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let m = c * mult;
+            let w = values(m * k * k, 20 + i as u64, 0.3);
+            let (wq, sw) = quantize_rows(&w, m);
+            let bias = (i % 2 == 0).then(|| Tensor::from_f32(vec![m], values(m, 2, 0.5)));
+            let mut attrs = conv_attrs(pads, stride);
+            attrs.insert("group".into(), Attr::Int(c as i64));
+            let g = qdq_graph(
+                "Conv",
+                &[2, c, hw, hw],
+                wq,
+                &[m, 1, k, k],
+                sw,
+                0,
+                bias,
+                attrs,
+            );
+            let x = values(2 * c * hw * hw, 30 + i as u64, 1.0);
+            check(&g, Tensor::from_f32(vec![2, c, hw, hw], x), true);
+        }
+    }
+
+    #[test]
     fn matmul_and_gemm_patterns_run_in_integers() {
         let (k, n) = (48, 20);
         let w = values(k * n, 4, 0.2);
@@ -595,7 +641,7 @@ mod tests {
             Tensor::from_f32(vec![3, k], values(3 * k, 9, 1.0)),
             false,
         );
-        // A grouped convolution.
+        // A grouped convolution of two channels per group.
         let mut attrs = conv_attrs(0, 1);
         attrs.insert("group".into(), Attr::Int(2));
         let g = qdq_graph(

@@ -395,7 +395,7 @@ pub(crate) fn depthwise(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) 
 
 multiversioned! {
     /// One output plane of a depthwise convolution (`dst` holds its bias or zeros).
-    fn depthwise_plane(x: &[f32], w: &[f32], p: &ConvProblem, plane: usize, dst: &mut [f32])
+    pub(crate) fn depthwise_plane(x: &[f32], w: &[f32], p: &ConvProblem, plane: usize, dst: &mut [f32])
         => depthwise_plane_body
 }
 

@@ -40,32 +40,54 @@ pub(crate) fn conv(x: &[f32], w: &[f32], p: &ConvProblem, out: &mut [f32]) {
     assert_eq!(x.len(), p.n * p.c * win.input_size(), "input size");
     assert_eq!(w.len(), p.m * ksz, "weights size");
     let masks = vector_masks(p);
-    par::chunks_mut(out, out_sp, out.len() * ksz, |plane, dst| {
-        let (ni, mo) = (plane / p.m, plane % p.m);
+    par::chunks_mut(out, out_sp, out.len() * ksz, |index, dst| {
+        let (ni, mo) = (index / p.m, index % p.m);
         let ci = mo / (p.m / p.group);
         let xp = &x[(ni * p.c + ci) * win.input_size()..][..win.input_size()];
-        let wk = &w[mo * ksz..][..ksz];
-        // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`.
-        #[cfg(target_arch = "x86_64")]
-        unsafe {
-            avx512::plane(xp, wk, p, &masks, dst)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (xp, wk, dst);
+        plane(xp, &w[mo * ksz..][..ksz], p, &masks, dst);
     });
+}
+
+/// One output plane `dst` (holding its bias or zeros on entry) of a depthwise
+/// convolution, from its input plane `xp` and its `kh x kw` weights `wk`; `masks` are
+/// [`vector_masks`]`(p)`. `applies(p)` must hold.
+pub(crate) fn plane(
+    xp: &[f32],
+    wk: &[f32],
+    p: &ConvProblem,
+    masks: &[VectorMasks],
+    dst: &mut [f32],
+) {
+    assert!(applies(p), "depthwise kernel on an unsupported problem");
+    let win = &p.win;
+    assert_eq!(xp.len(), win.input_size(), "input plane size");
+    assert_eq!(wk.len(), win.kernel_size(), "weights size");
+    assert_eq!(dst.len(), win.output_size(), "output plane size");
+    assert_eq!(
+        masks.len(),
+        win.output[2].div_ceil(16),
+        "masks of another problem"
+    );
+    // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        avx512::plane(xp, wk, p, masks, dst)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (xp, wk, masks, dst);
 }
 
 /// The lanes of one 16-column vector of an output row: those inside the row, and per
 /// column tap those inside the input row (for stride 2, of the two vectors whose even
 /// lanes are the tap's inputs). The same for every row and plane.
 #[derive(Clone, Copy)]
-struct VectorMasks {
+pub(crate) struct VectorMasks {
     store: u16,
     load: [[u16; 2]; MAX_KW],
 }
 
 /// The masks of every vector of an output row.
-fn vector_masks(p: &ConvProblem) -> Vec<VectorMasks> {
+pub(crate) fn vector_masks(p: &ConvProblem) -> Vec<VectorMasks> {
     let win = &p.win;
     let (kw, iw, sw, ow) = (win.kernel[2], win.input[2], win.stride[2], win.output[2]);
     let left = win.pad_begin[2] as isize;

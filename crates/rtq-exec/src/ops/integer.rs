@@ -1,8 +1,9 @@
 //! Integer kernels for Q/DQ patterns (domain [`INTEGER_DOMAIN`]), placed by
 //! [`crate::lower_to_integer`]:
 //!
-//! * `IntegerConv(Xq, x_scale, Wq, w_scale, B?)`: a Conv (group 1) of INT8 activations
-//!   and INT8 weights, INT32 accumulation, f32 output `acc * x_scale * w_scale[m] + B[m]`.
+//! * `IntegerConv(Xq, x_scale, Wq, w_scale, B?)`: a Conv of INT8 activations and INT8
+//!   weights, INT32 accumulation, f32 output `acc * x_scale * w_scale[m] + B[m]`; group 1,
+//!   or one input channel per group (depthwise, [`integer_depthwise`]).
 //! * `IntegerMatMul(Xq, x_scale, Wq, w_scale, B?)` (attribute `transB`): `Xq` (`[..., K]`)
 //!   times constant `Wq` (`[K, N]`, or `[N, K]` with `transB`), same epilogue per column.
 //!
@@ -12,9 +13,9 @@
 use crate::ctx::OpCtx;
 use crate::igemm::{igemm, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
-use crate::ops::conv::im2col;
-use crate::ops::integer_direct;
+use crate::ops::conv::{im2col, ConvProblem};
 use crate::ops::window::Window;
+use crate::ops::{integer_depthwise, integer_direct};
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::{Tensor, TensorData};
@@ -80,25 +81,59 @@ fn epilogue_terms(ctx: &OpCtx<'_>, m: usize) -> Result<(Vec<f32>, Option<Vec<f32
 }
 
 /// A convolution's weights, packed on first use for the path its windows take (direct
-/// on AVX-512 VNNI where [`integer_direct::applies`], im2col + integer GEMM otherwise).
+/// on AVX-512 VNNI where [`integer_direct::applies`], im2col + integer GEMM otherwise,
+/// depthwise for groups of one channel).
 #[derive(Default)]
 struct ConvWeights {
     gemm: OnceLock<PackedWeights>,
     direct: OnceLock<integer_direct::DirectWeights>,
+    /// Depthwise weights, INT8 values as f32.
+    depthwise: OnceLock<Vec<f32>>,
 }
 
 fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let (x, xs) = i8_input(ctx, 0)?;
     let (w, ws) = i8_input(ctx, 2)?;
-    if x.rank() < 3 || w.rank() != x.rank() || w.shape()[1] != x.shape()[1] {
+    let group = usize::try_from(ctx.attr_int("group", 1)?).unwrap_or(0);
+    if x.rank() < 3
+        || w.rank() != x.rank()
+        || group == 0
+        || w.shape()[1] * group != x.shape()[1]
+        || w.shape()[0] % group != 0
+    {
         return Err(ctx.err(format!(
-            "X of shape {:?} and W of shape {:?} do not make a group-1 convolution",
+            "X of shape {:?} and W of shape {:?} do not make a convolution of group {group}",
             x.shape(),
             w.shape()
         )));
     }
     let (n, c, m) = (x.shape()[0], x.shape()[1], w.shape()[0]);
     let win = Window::resolve(ctx, &x.shape()[2..], &w.shape()[2..], true, false)?;
+    let mut shape = vec![n, m];
+    shape.extend(win.output_dims());
+    if group > 1 {
+        let p = ConvProblem {
+            n,
+            c,
+            m,
+            group,
+            win,
+        };
+        if !integer_depthwise::applies(&p) {
+            return Err(ctx.err(format!(
+                "group {group} needs one input channel per group and at most {} taps",
+                integer_depthwise::MAX_TAPS
+            )));
+        }
+        let (scale, bias) = epilogue_terms(ctx, m)?;
+        let packed = derived(ctx.memo(), ConvWeights::default);
+        let w = packed
+            .depthwise
+            .get_or_init(|| ws.iter().map(|&v| f32::from(v)).collect());
+        let path = integer_depthwise::Path::best(&p);
+        let out = integer_depthwise::conv(xs, w, &p, (&scale, bias.as_deref()), path);
+        return Ok(vec![Tensor::from_f32(shape, out)]);
+    }
     let k = c * win.kernel_size();
     let a = Strided {
         data: ws,
@@ -116,8 +151,6 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         row: out_sp,
         col: 1,
     };
-    let mut shape = vec![n, m];
-    shape.extend(win.output_dims());
     if isa == Isa::Avx512Vnni && integer_direct::applies(&win) {
         let weights = packed
             .direct

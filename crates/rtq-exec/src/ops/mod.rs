@@ -22,6 +22,7 @@ mod expand;
 pub(crate) mod fused;
 mod gather;
 pub(crate) mod integer;
+pub(crate) mod integer_depthwise;
 mod integer_direct;
 mod matmul;
 mod nonzero;
