@@ -19,7 +19,9 @@ mod portable;
 mod x86;
 
 use crate::par::OutPtr;
+use crate::simd::multiversioned;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 /// An instruction set an integer product can run on.
@@ -251,6 +253,20 @@ const SERIAL_WORK: usize = 1 << 16;
 /// `out <- epilogue(A * B)` for `B` of `a.depth() x n`; `out` must hold every element
 /// the epilogue's strides address.
 pub fn igemm(a: &PackedWeights, b: Strided<'_>, n: usize, ep: &Epilogue<'_>, out: &mut [f32]) {
+    // SAFETY: f32 values are valid `MaybeUninit<f32>`s, and only f32s are written.
+    let out = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
+    igemm_into(a, b, n, ep, out);
+}
+
+/// [`igemm`] into an output that need not be initialized: every element the
+/// epilogue's strides address is written.
+pub(crate) fn igemm_into(
+    a: &PackedWeights,
+    b: Strided<'_>,
+    n: usize,
+    ep: &Epilogue<'_>,
+    out: &mut [MaybeUninit<f32>],
+) {
     let (m, k) = (a.m, a.k);
     if m == 0 || n == 0 {
         return;
@@ -268,7 +284,7 @@ pub fn igemm(a: &PackedWeights, b: Strided<'_>, n: usize, ep: &Epilogue<'_>, out
     }
     let nr = a.isa.cols();
     let panels = n.div_ceil(nr);
-    let ptr = OutPtr(out.as_mut_ptr());
+    let ptr = OutPtr(out.as_mut_ptr().cast::<f32>());
     let run = |p: usize| {
         let n0 = p * nr;
         let cols = nr.min(n - n0);
@@ -305,11 +321,13 @@ unsafe fn panel(
             let acc = &acc[r * nr..][..cols];
             if ep.col == 1 {
                 // SAFETY: in bounds (checked by `igemm`); this panel's columns only.
-                let dst =
-                    unsafe { std::slice::from_raw_parts_mut(out.0.add(row * ep.row + n0), cols) };
-                for (d, &v) in dst.iter_mut().zip(acc) {
-                    *d = (v - fix) as f32 * scale + bias;
-                }
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(
+                        out.0.add(row * ep.row + n0).cast::<MaybeUninit<f32>>(),
+                        cols,
+                    )
+                };
+                write_row(dst, acc, fix, scale, bias);
             } else {
                 for (c, &v) in acc.iter().enumerate() {
                     // SAFETY: as above.
@@ -353,6 +371,20 @@ unsafe fn panel(
                 write(t, &acc, false);
             }
         }
+    }
+}
+
+multiversioned! {
+    /// `dst[i] = (acc[i] - fix) as f32 * scale + bias`: one row of a panel's epilogue,
+    /// in the widest vectors the CPU has (the same bits on every path).
+    fn write_row(dst: &mut [MaybeUninit<f32>], acc: &[i32], fix: i32, scale: f32, bias: f32)
+        => write_row_body
+}
+
+#[inline(always)]
+fn write_row_body(dst: &mut [MaybeUninit<f32>], acc: &[i32], fix: i32, scale: f32, bias: f32) {
+    for (d, &v) in dst.iter_mut().zip(acc) {
+        d.write(v.wrapping_sub(fix) as f32 * scale + bias);
     }
 }
 

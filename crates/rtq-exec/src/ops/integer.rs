@@ -11,8 +11,9 @@
 //! zero points are 0 (symmetric), which the lowering checks.
 
 use crate::ctx::OpCtx;
-use crate::igemm::{igemm, Epilogue, Isa, PackedWeights, Strided};
+use crate::igemm::{igemm, igemm_into, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
+use crate::par;
 use crate::ops::conv::{im2col, ConvProblem};
 use crate::ops::window::Window;
 use crate::ops::{integer_depthwise, integer_direct};
@@ -144,7 +145,8 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let isa = isa(ctx)?;
     let packed = derived(ctx.memo(), ConvWeights::default);
     let (in_sp, out_sp) = (win.input_size(), win.output_size());
-    let mut out = vec![0f32; n * m * out_sp];
+    // Every element is written by the direct or the GEMM path.
+    let mut out = par::uninit_vec(n * m * out_sp);
     let ep = Epilogue {
         scale: &scale,
         bias: bias.as_deref(),
@@ -156,6 +158,8 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             .direct
             .get_or_init(|| integer_direct::pack_weights(ws, m, c, win.kernel_size()));
         integer_direct::conv(xs, n, weights, &win, &ep, &mut out);
+        // SAFETY: the direct convolution wrote every element.
+        let out = unsafe { par::assume_written(out) };
         return Ok(vec![Tensor::from_f32(shape, out)]);
     }
     let weights = packed.gemm.get_or_init(|| PackedWeights::new(isa, a, m, k));
@@ -182,8 +186,10 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
                 col: 1,
             }
         };
-        igemm(weights, b, out_sp, &ep, dst);
+        igemm_into(weights, b, out_sp, &ep, dst);
     }
+    // SAFETY: each image's products wrote all of its `m * out_sp` elements.
+    let out = unsafe { par::assume_written(out) };
     Ok(vec![Tensor::from_f32(shape, out)])
 }
 

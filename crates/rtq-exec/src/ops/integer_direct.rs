@@ -19,6 +19,7 @@ use crate::igemm::Epilogue;
 use crate::ops::window::Window;
 use crate::par::OutPtr;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Output channels per register block.
 const MB: usize = 8;
@@ -173,7 +174,7 @@ fn pad_input(x: &[i8], c: usize, win: &Window, g: &Geometry) -> Vec<u8> {
 }
 
 /// The convolution of `x` (`n x c x ih x iw`, INT8) into `out` (`n x m x oh x ow`,
-/// f32) through `ep`'s per-channel scale and bias (`ep.row`, `ep.col` unused: the
+/// f32, every element written) through `ep`'s per-channel scale and bias (`ep.row`, `ep.col` unused: the
 /// output is dense). `applies(win)` must hold.
 pub(crate) fn conv(
     x: &[i8],
@@ -181,7 +182,7 @@ pub(crate) fn conv(
     w: &DirectWeights,
     win: &Window,
     ep: &Epilogue<'_>,
-    out: &mut [f32],
+    out: &mut [MaybeUninit<f32>],
 ) {
     assert!(
         applies(win),
@@ -197,7 +198,7 @@ pub(crate) fn conv(
     let block_groups = blocks.div_ceil(BLOCKS_PER_TASK);
     let chunks = geo.vectors.div_ceil(VECTORS_PER_TASK);
     let work = m * c * w.taps * win.output_size();
-    let ptr = OutPtr(out.as_mut_ptr());
+    let ptr = OutPtr(out.as_mut_ptr().cast::<f32>());
     for ni in 0..n {
         let img = &x[ni * c * win.input_size()..][..c * win.input_size()];
         let input = pad_input(img, c, win, &geo);
@@ -341,9 +342,7 @@ mod vnni {
                     _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(a, fix)), scale),
                     bias,
                 );
-                let mut lanes = [0f32; 16];
-                _mm512_storeu_ps(lanes.as_mut_ptr(), y);
-                scatter_rows(&lanes, (v0 + j) * 16, geo, ow, dst);
+                scatter_rows(y, (v0 + j) * 16, geo, ow, dst);
             }
         }
     }
@@ -354,8 +353,10 @@ mod vnni {
     ///
     /// # Safety
     /// `dst` addresses the plane's `oh x ow` values.
+    /// Each run of lanes within one output row is one masked store (the vector's
+    /// address may lie before the row: its lanes there are masked off, not accessed).
     #[inline(always)]
-    unsafe fn scatter_rows(lanes: &[f32; 16], p0: usize, geo: &Geometry, ow: usize, dst: *mut f32) {
+    unsafe fn scatter_rows(lanes: __m512, p0: usize, geo: &Geometry, ow: usize, dst: *mut f32) {
         let mut lane = 0;
         let mut p = p0;
         while lane < 16 && p < geo.positions {
@@ -363,7 +364,9 @@ mod vnni {
             let run = (16 - lane).min(geo.wq - x).min(geo.positions - p);
             if x < ow {
                 let cnt = run.min(ow - x);
-                std::ptr::copy_nonoverlapping(lanes.as_ptr().add(lane), dst.add(y * ow + x), cnt);
+                let mask = (((1u32 << cnt) - 1) << lane) as u16;
+                let base = dst.wrapping_add(y * ow + x).wrapping_sub(lane);
+                _mm512_mask_storeu_ps(base, mask, lanes);
             }
             lane += run;
             p += run;
@@ -485,7 +488,10 @@ mod tests {
                 );
             }
             let mut got = vec![f32::NAN; n * m * out_sp];
-            conv(&x, n, &pack_weights(&wq, m, c, taps), &win, &ep, &mut got);
+            let packed = pack_weights(&wq, m, c, taps);
+            // SAFETY: f32 values are valid `MaybeUninit<f32>`s.
+            let uninit = unsafe { &mut *(got.as_mut_slice() as *mut [f32] as *mut [_]) };
+            conv(&x, n, &packed, &win, &ep, uninit);
             let same = got
                 .iter()
                 .zip(&want)
