@@ -13,10 +13,10 @@
 use crate::ctx::OpCtx;
 use crate::igemm::{igemm, igemm_into, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
-use crate::par;
 use crate::ops::conv::{im2col, ConvProblem};
 use crate::ops::window::Window;
 use crate::ops::{integer_depthwise, integer_direct};
+use crate::par;
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::{Tensor, TensorData};

@@ -163,10 +163,19 @@ fn pad_input(x: &[i8], c: usize, win: &Window, g: &Geometry) -> Vec<u8> {
                 continue;
             }
             crate::igemm::interleave_rows(rows, &mut row);
-            for (xi, word) in row.chunks_exact(4).enumerate() {
-                let px = xi + left;
+            // Padded columns of phase q: input columns xi = q - left (mod s), s apart,
+            // consecutive words in the phase row from padded column px / s.
+            for q in 0..s {
+                let first = (q + s - left % s) % s;
+                if first >= iw {
+                    continue;
+                }
+                let px = first + left;
                 let at = (phase_row(px) + px / s) * 4;
-                dst[at..at + 4].copy_from_slice(word);
+                let words = row[first * 4..].chunks(4 * s).map(|w| &w[..4]);
+                for (d, word) in dst[at..].chunks_exact_mut(4).zip(words) {
+                    d.copy_from_slice(word);
+                }
             }
         }
     }

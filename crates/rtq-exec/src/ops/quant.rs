@@ -9,9 +9,12 @@ use crate::ctx::OpCtx;
 use crate::elem::{with_numeric, Elem};
 use crate::float::{f32_view, from_f32};
 use crate::fp8::{f8_from_f32, f8_to_f32};
+use crate::par;
 use crate::registry::Kernel;
+use crate::simd::multiversioned;
 use crate::ExecError;
 use rtq_ir::{DType, Tensor, TensorData, F8E4M3};
+use std::mem::MaybeUninit;
 
 /// Quantization kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
@@ -434,6 +437,48 @@ fn dequantize_8bit<T: Copy>(
     out
 }
 
+/// Elements per parallel piece of a per-tensor dequantization.
+const DEQUANTIZE_CHUNK: usize = 1 << 14;
+
+/// Per-tensor dequantization of 8-bit data by `piece` (one of the multiversioned loops
+/// below), in parallel for big tensors: the same values as [`dequantize_8bit`].
+fn dequantize_tensor<T: Sync>(
+    q: &[T],
+    s: f32,
+    z: i32,
+    piece: fn(&[T], &mut [MaybeUninit<f32>], i32, f32),
+) -> Vec<f32> {
+    par::written(q.len(), DEQUANTIZE_CHUNK, q.len(), |i, dst| {
+        piece(&q[i * DEQUANTIZE_CHUNK..][..dst.len()], dst, z, s)
+    })
+}
+
+multiversioned! {
+    /// `dst[i] = (src[i] - z) as f32 * s` for INT8 data.
+    fn dequantize_i8(src: &[i8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32)
+        => dequantize_i8_body
+}
+
+#[inline(always)]
+fn dequantize_i8_body(src: &[i8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        d.write((i32::from(v) - z) as f32 * s);
+    }
+}
+
+multiversioned! {
+    /// `dst[i] = (src[i] - z) as f32 * s` for UINT8 data.
+    fn dequantize_u8(src: &[u8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32)
+        => dequantize_u8_body
+}
+
+#[inline(always)]
+fn dequantize_u8_body(src: &[u8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        d.write((i32::from(v) - z) as f32 * s);
+    }
+}
+
 /// Dequantizes FP8 data: `(q - zero_point) * scale` in f32 (a zero zero point is not
 /// subtracted, so `-0.0` keeps its sign).
 fn dequantize_fp8(q: &[F8E4M3], scale: &[f32], zp: &[f32], g: &Granularity) -> Vec<f32> {
@@ -481,6 +526,12 @@ fn dequantize_linear(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     };
     let out = match x.data() {
         // 8-bit data: through i32, exact like the i64 path, and vectorizable.
+        TensorData::I8(v) if g == Granularity::Tensor => {
+            dequantize_tensor(v, scale[0], zp[0] as i32, dequantize_i8)
+        }
+        TensorData::U8(v) if g == Granularity::Tensor => {
+            dequantize_tensor(v, scale[0], zp[0] as i32, dequantize_u8)
+        }
         TensorData::I8(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
         TensorData::U8(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
         TensorData::I4(v) => dequantize_8bit(v, &scale, &zp, &g, i32::from),
@@ -1074,6 +1125,18 @@ mod fast_paths {
                 assert_eq!(
                     dequantize_8bit(&q, &[scale], &[z], &g, i32::from),
                     dequantize_typed(&q, &[scale], &[z], &g)
+                );
+                // The per-tensor loops, over several parallel pieces.
+                let long: Vec<i8> = (0..3 * DEQUANTIZE_CHUNK + 5).map(|i| i as i8).collect();
+                assert_eq!(
+                    dequantize_tensor(&long, scale, z as i32, dequantize_i8),
+                    dequantize_typed(&long, &[scale], &[z], &g)
+                );
+                let long: Vec<u8> = long.iter().map(|&v| v as u8).collect();
+                let zu = zu as i64;
+                assert_eq!(
+                    dequantize_tensor(&long, scale, zu as i32, dequantize_u8),
+                    dequantize_typed(&long, &[scale], &[zu], &g)
                 );
             }
         }
