@@ -389,11 +389,12 @@ fn write_row_body(dst: &mut [MaybeUninit<f32>], acc: &[i32], fix: i32, scale: f3
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// Random bytes over the whole i8 range (extremes included).
-    fn bytes(len: usize, seed: u64) -> Vec<i8> {
+    /// Random bytes over the whole i8 range (extremes included): the integer kernels'
+    /// test data.
+    pub(crate) fn bytes(len: usize, seed: u64) -> Vec<i8> {
         let mut s = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);

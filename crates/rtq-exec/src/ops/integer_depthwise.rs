@@ -139,24 +139,8 @@ fn scale_plane_body(v: &mut [f32], scale: f32, bias: f32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::igemm::tests::bytes;
     use crate::ops::window::{widen, Window};
-
-    /// Deterministic bytes over the whole INT8 range, extremes included.
-    fn bytes(len: usize, seed: u64) -> Vec<i8> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|i| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                match i % 97 {
-                    0 => -128,
-                    1 => 127,
-                    _ => (s >> 56) as u8 as i8,
-                }
-            })
-            .collect()
-    }
 
     /// The INT32 definition: `sum(x * w) as f32 * scale + bias`, zero padding.
     fn reference(x: &[i8], w: &[i8], p: &ConvProblem, scale: &[f32], bias: &[f32]) -> Vec<f32> {

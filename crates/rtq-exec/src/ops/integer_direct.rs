@@ -386,25 +386,10 @@ mod vnni {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::igemm::tests::bytes;
     use crate::igemm::{igemm, Isa, PackedWeights, Strided};
     use crate::ops::conv::im2col;
     use crate::ops::window::widen;
-
-    fn bytes(len: usize, seed: u64) -> Vec<i8> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|i| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                match i % 23 {
-                    0 => -128,
-                    1 => 127,
-                    _ => (s >> 56) as i8,
-                }
-            })
-            .collect()
-    }
 
     fn window(
         input: [usize; 2],
