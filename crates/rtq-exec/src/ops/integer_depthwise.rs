@@ -57,9 +57,9 @@ fn one_plane(p: &ConvProblem) -> ConvProblem {
 
 /// Floats kept before and after a converted input plane. The AVX-512 kernel's masked
 /// loads address up to a few vectors past either end of a row (their lanes there are
-/// masked off); where that address lies in an unmapped page (the end of a thread's
-/// heap), each such load takes a slow microcode assist: the det model's 10x10 layers
-/// ran 6x slower until the buffer had margins.
+/// masked off, never read). Where those addresses fell outside the buffer's allocation,
+/// the loads took a slow path on this CPU (AMD Zen 5; measured: the det model's 10x10
+/// layers ran 6x slower); with margins every address stays inside the buffer.
 const MARGIN: usize = 64;
 
 thread_local! {
