@@ -447,6 +447,15 @@ mod tests {
             let x = values(2 * c * hw * hw, 30 + i as u64, 1.0);
             check(&g, Tensor::from_f32(vec![2, c, hw, hw], x), true);
         }
+        // A 1-D depthwise convolution (the generic kernel on every CPU).
+        let (c, k, len) = (5, 7, 40);
+        let (wq, sw) = quantize_rows(&values(c * k, 40, 0.3), c);
+        let mut attrs = BTreeMap::new();
+        attrs.insert("pads".into(), Attr::Ints(vec![3, 3]));
+        attrs.insert("group".into(), Attr::Int(c as i64));
+        let g = qdq_graph("Conv", &[1, c, len], wq, &[c, 1, k], sw, 0, None, attrs);
+        let x = values(c * len, 41, 1.0);
+        check(&g, Tensor::from_f32(vec![1, c, len], x), true);
     }
 
     #[test]
