@@ -8,6 +8,9 @@
 //!
 //! * `Conv(DQ(Xq, sx), DQ(Wq, sw), B?)`, group 1 or one input channel per group
 //!   (depthwise, at most 1024 taps) → `IntegerConv(Xq, sx, Wq, sw, B?)`;
+//! * `ConvTranspose(DQ(Xq, sx), DQ(Wq, sw), B?)`, 2-D, group 1, strides equal to the
+//!   kernel, no padding or dilation (windows that do not overlap, as in upsampling
+//!   heads) → `IntegerConvTranspose`;
 //! * `MatMul(DQ(Xq, sx), DQ(Wq, sw))` with a constant matrix `Wq` → `IntegerMatMul`;
 //! * `Gemm(DQ(Xq, sx), DQ(Wq, sw), C?)` (no transA, alpha = beta = 1, C a constant
 //!   per-column bias) → `IntegerMatMul` with `transB`.
@@ -41,6 +44,7 @@ pub fn lower_to_integer(graph: &mut Graph, isa: Isa) -> Vec<String> {
         }
         let rewrite = match node.op_type.as_str() {
             "Conv" => conv(graph, id),
+            "ConvTranspose" => conv_transpose(graph, id),
             "MatMul" => matmul(graph, id),
             "Gemm" => gemm(graph, id),
             _ => None,
@@ -176,6 +180,47 @@ fn conv(graph: &Graph, id: NodeId) -> Option<Rewrite> {
     }
     Some((
         "IntegerConv",
+        vec![Some(xq), Some(sx), Some(wq), Some(sw), b],
+        false,
+    ))
+}
+
+/// A 2-D, group-1 ConvTranspose whose windows do not overlap (strides equal to the
+/// kernel, no padding, dilation or output padding): each output is one product sum.
+fn conv_transpose(graph: &Graph, id: NodeId) -> Option<Rewrite> {
+    let node = graph.node(id);
+    if node.attr_int("group", 1) != 1
+        || node.attr_str("auto_pad", "NOTSET") != "NOTSET"
+        || node.attr("output_shape").is_some()
+        || !is_f32(graph, *node.outputs.first()?)
+    {
+        return None;
+    }
+    let (xq, sx) = dequantized_activation(graph, node.input(0)?)?;
+    let (wq, sw, axis) = dequantized_weight(graph, node.input(1)?)?;
+    let w = graph.constant(wq)?;
+    if w.rank() != 4 || axis.is_some_and(|a| a != 1) || w.shape()[0] > MAX_DEPTH {
+        return None;
+    }
+    let kernel: Vec<i64> = w.shape()[2..].iter().map(|&d| d as i64).collect();
+    let all = |name: &str, value: i64| {
+        node.attr_ints(name)
+            .is_none_or(|v| v.iter().all(|&d| d == value))
+    };
+    if node.attr_ints("strides").as_ref() != Some(&kernel)
+        || node.attr_ints("kernel_shape").is_some_and(|k| k != kernel)
+        || !all("dilations", 1)
+        || !all("pads", 0)
+        || !all("output_padding", 0)
+    {
+        return None;
+    }
+    let b = node.input(2);
+    if b.is_some_and(|b| !bias(graph, b, w.shape()[1])) {
+        return None;
+    }
+    Some((
+        "IntegerConvTranspose",
         vec![Some(xq), Some(sx), Some(wq), Some(sw), b],
         false,
     ))
@@ -456,6 +501,68 @@ mod tests {
         let g = qdq_graph("Conv", &[1, c, len], wq, &[c, 1, k], sw, 0, None, attrs);
         let x = values(c * len, 41, 1.0);
         check(&g, Tensor::from_f32(vec![1, c, len], x), true);
+    }
+
+    #[test]
+    fn conv_transpose_patterns_run_in_integers_like_the_float_emulation() {
+        // (input channels, output channels, kernel, size, bias): PP-OCR det's 2x2
+        // upsampling (24 -> 24 and 24 -> 1), a 3x3 stride-3 one on odd sizes.
+        for (i, (c, m, k, (h, w), with_bias)) in [
+            (24, 24, 2, (10, 12), true),
+            (24, 1, 2, (9, 7), true),
+            (5, 3, 3, (4, 5), false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // Weights [c, m, k, k], one scale per output channel (axis 1).
+            let wf = values(c * m * k * k, 50 + i as u64, 0.3);
+            let taps = k * k;
+            let amax = |mo: usize| {
+                (0..c)
+                    .flat_map(|ci| &wf[(ci * m + mo) * taps..][..taps])
+                    .fold(0f32, |a, v| a.max(v.abs()))
+            };
+            let sw: Vec<f32> = (0..m).map(|mo| amax(mo).max(1e-6) / 127.0).collect();
+            let wq: Vec<i8> = wf
+                .iter()
+                .enumerate()
+                .map(|(j, v)| (v / sw[(j / taps) % m]).round() as i8)
+                .collect();
+            let bias = with_bias.then(|| Tensor::from_f32(vec![m], values(m, 2, 0.5)));
+            let mut attrs = BTreeMap::new();
+            attrs.insert("strides".into(), Attr::Ints(vec![k as i64; 2]));
+            let g = qdq_graph(
+                "ConvTranspose",
+                &[2, c, h, w],
+                wq,
+                &[c, m, k, k],
+                sw,
+                1,
+                bias,
+                attrs,
+            );
+            let x = values(2 * c * h * w, 60 + i as u64, 1.0);
+            check(&g, Tensor::from_f32(vec![2, c, h, w], x), true);
+        }
+        // Overlapping windows (stride 1) stay in float.
+        let mut attrs = BTreeMap::new();
+        attrs.insert("strides".into(), Attr::Ints(vec![1, 1]));
+        let g = qdq_graph(
+            "ConvTranspose",
+            &[1, 2, 4, 4],
+            vec![3; 2 * 3 * 4],
+            &[2, 3, 2, 2],
+            vec![0.1; 3],
+            1,
+            None,
+            attrs,
+        );
+        check(
+            &g,
+            Tensor::from_f32(vec![1, 2, 4, 4], values(32, 70, 1.0)),
+            false,
+        );
     }
 
     #[test]

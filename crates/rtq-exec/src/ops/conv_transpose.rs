@@ -282,7 +282,13 @@ fn disjoint_taps(win: &Window) -> bool {
 /// of the tile's channels) when the taps are disjoint ([`disjoint_taps`]): output row
 /// (iz kd + kz, iy kh + ky) of channel mo interleaves the `kw` column rows of taps
 /// (mo, kz, ky, 0..kw) over input row (iz, iy).
-fn scatter_disjoint(col: &[f32], win: &Window, r0: usize, tr: usize, planes: &mut [f32]) {
+pub(crate) fn scatter_disjoint(
+    col: &[f32],
+    win: &Window,
+    r0: usize,
+    tr: usize,
+    planes: &mut [f32],
+) {
     let [kd, kh, kw] = win.kernel;
     let [_, ih, iw] = win.input;
     let [_, oh, ow] = win.output;

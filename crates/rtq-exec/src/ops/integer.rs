@@ -4,6 +4,9 @@
 //! * `IntegerConv(Xq, x_scale, Wq, w_scale, B?)`: a Conv of INT8 activations and INT8
 //!   weights, INT32 accumulation, f32 output `acc * x_scale * w_scale[m] + B[m]`; group 1,
 //!   or one input channel per group (depthwise, [`integer_depthwise`]).
+//! * `IntegerConvTranspose(Xq, x_scale, Wq, w_scale, B?)`: a 2-D ConvTranspose whose
+//!   strides equal its kernel (windows that do not overlap), same epilogue per output
+//!   channel.
 //! * `IntegerMatMul(Xq, x_scale, Wq, w_scale, B?)` (attribute `transB`): `Xq` (`[..., K]`)
 //!   times constant `Wq` (`[K, N]`, or `[N, K]` with `transB`), same epilogue per column.
 //!
@@ -14,6 +17,7 @@ use crate::ctx::OpCtx;
 use crate::igemm::{igemm, igemm_into, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
 use crate::ops::conv::{im2col, ConvProblem};
+use crate::ops::conv_transpose::scatter_disjoint;
 use crate::ops::window::Window;
 use crate::ops::{integer_depthwise, integer_direct};
 use crate::par;
@@ -28,8 +32,12 @@ pub const INTEGER_DOMAIN: &str = "ai.rtq";
 /// Integer kernels by op type (domain [`INTEGER_DOMAIN`]).
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[
     ("IntegerConv", integer_conv),
+    ("IntegerConvTranspose", integer_conv_transpose),
     ("IntegerMatMul", integer_matmul),
 ];
+
+/// Product values per tile of a transposed convolution's input rows.
+const TRANSPOSE_TILE: usize = 1 << 16;
 
 /// Attribute naming the instruction set a lowered node's weights are packed for.
 pub(crate) const ISA_ATTR: &str = "rtq_isa";
@@ -191,6 +199,89 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     // SAFETY: each image's products wrote all of its `m * out_sp` elements.
     let out = unsafe { par::assume_written(out) };
     Ok(vec![Tensor::from_f32(shape, out)])
+}
+
+/// A 2-D ConvTranspose whose strides equal its kernel (no padding, dilation or
+/// output padding, group 1): one integer GEMM of the weights (`[C, M * kh * kw]`,
+/// transposed) by each image (`[C, H * W]`), then each product row spread over its
+/// output positions (every output is one product sum).
+fn integer_conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
+    let (x, xs) = i8_input(ctx, 0)?;
+    let (w, ws) = i8_input(ctx, 2)?;
+    if x.rank() != 4 || w.rank() != 4 || w.shape()[0] != x.shape()[1] {
+        return Err(ctx.err(format!(
+            "X of shape {:?} and W of shape {:?} do not make a 2-D transposed convolution",
+            x.shape(),
+            w.shape()
+        )));
+    }
+    let (n, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (m, kh, kw) = (w.shape()[1], w.shape()[2], w.shape()[3]);
+    let strides = ctx.attr_ints("strides")?.unwrap_or_default();
+    if strides != [kh as i64, kw as i64] || ctx.attr_int("group", 1)? != 1 {
+        return Err(ctx.err(format!(
+            "strides {strides:?} must equal the kernel [{kh}, {kw}] (group 1)"
+        )));
+    }
+    let (taps, hw) = (kh * kw, h * wd);
+    let rows = m * taps;
+    let (scale, bias) = epilogue_terms(ctx, m)?;
+    let row_scale: Vec<f32> = (0..rows).map(|r| scale[r / taps]).collect();
+    let row_bias: Option<Vec<f32>> = bias.map(|b| (0..rows).map(|r| b[r / taps]).collect());
+    let isa = isa(ctx)?;
+    // A(r, ci) = W[ci, r]: W is `[C, M * taps]` row-major.
+    let a = Strided {
+        data: ws,
+        row: 1,
+        col: rows,
+    };
+    let weights = derived(ctx.memo(), || PackedWeights::new(isa, a, rows, c));
+    let (oh, ow) = (h * kh, wd * kw);
+    let mut out = vec![0f32; n * m * oh * ow];
+    if out.is_empty() {
+        return Ok(vec![Tensor::from_f32(vec![n, m, oh, ow], out)]);
+    }
+    let win = Window {
+        rank: 2,
+        input: [1, h, wd],
+        kernel: [1, kh, kw],
+        stride: [1, kh, kw],
+        dilation: [1, 1, 1],
+        pad_begin: [0; 3],
+        pad_end: [0; 3],
+        output: [1, oh, ow],
+    };
+    // Tiles of input rows: the product of a tile stays in cache until it is spread.
+    let tile_rows = (TRANSPOSE_TILE / (rows * wd).max(1)).clamp(1, h);
+    let mut tile = par::uninit_vec(rows * tile_rows * wd);
+    for ni in 0..n {
+        let img = &xs[ni * c * hw..][..c * hw];
+        let planes = &mut out[ni * m * oh * ow..][..m * oh * ow];
+        let mut r0 = 0;
+        while r0 < h {
+            let tr = tile_rows.min(h - r0);
+            let cols = tr * wd;
+            let b = Strided {
+                data: &img[r0 * wd..],
+                row: hw,
+                col: 1,
+            };
+            let ep = Epilogue {
+                scale: &row_scale,
+                bias: row_bias.as_deref(),
+                row: cols,
+                col: 1,
+            };
+            igemm_into(&weights, b, cols, &ep, &mut tile[..rows * cols]);
+            // SAFETY: the product wrote all `rows * cols` values.
+            let product = unsafe { &*(&tile[..rows * cols] as *const [_] as *const [f32]) };
+            par::chunks_mut(planes, oh * ow, m * oh * ow, |mo, plane| {
+                scatter_disjoint(&product[mo * taps * cols..], &win, r0, tr, plane)
+            });
+            r0 += tr;
+        }
+    }
+    Ok(vec![Tensor::from_f32(vec![n, m, oh, ow], out)])
 }
 
 fn integer_matmul(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {

@@ -15,7 +15,7 @@ mod control_flow;
 pub(crate) mod conv;
 mod conv_depthwise;
 mod conv_direct;
-mod conv_transpose;
+pub(crate) mod conv_transpose;
 mod cumsum;
 mod einsum;
 mod expand;
