@@ -506,11 +506,13 @@ mod tests {
     #[test]
     fn conv_transpose_patterns_run_in_integers_like_the_float_emulation() {
         // (input channels, output channels, kernel, size, bias): PP-OCR det's 2x2
-        // upsampling (24 -> 24 and 24 -> 1), a 3x3 stride-3 one on odd sizes.
+        // upsampling (24 -> 24 and 24 -> 1), a 3x3 stride-3 one on odd sizes, and one
+        // whose products span several tiles of input rows (3 rows each).
         for (i, (c, m, k, (h, w), with_bias)) in [
             (24, 24, 2, (10, 12), true),
             (24, 1, 2, (9, 7), true),
             (5, 3, 3, (4, 5), false),
+            (4, 64, 2, (10, 70), true),
         ]
         .into_iter()
         .enumerate()
