@@ -24,7 +24,7 @@
 
 use crate::igemm::Isa;
 use crate::ops::integer::{INTEGER_DOMAIN, ISA_ATTR};
-use rtq_ir::{Attr, DType, Graph, NodeId, TensorData, ValueId};
+use rtq_ir::{Attr, DType, Graph, Node, NodeId, Tensor, TensorData, ValueId};
 
 /// Largest inner dimension lowered: INT32 accumulators of INT8 products stay exact
 /// below it (with VNNI's +128 offset).
@@ -156,33 +156,75 @@ fn bias(graph: &Graph, v: ValueId, len: usize) -> bool {
     })
 }
 
-fn conv(graph: &Graph, id: NodeId) -> Option<Rewrite> {
-    let node = graph.node(id);
-    let group = usize::try_from(node.attr_int("group", 1)).ok()?;
-    if group == 0 || !is_f32(graph, *node.outputs.first()?) {
+/// The quantized operands of a float op with an f32 output that reads a dequantized
+/// activation at input 0 and a dequantized constant at input 1 (the weights).
+struct Operands<'g> {
+    /// The INT8 activation and its scalar scale.
+    xq: ValueId,
+    sx: ValueId,
+    /// The INT8 weights, their scale and its axis (per channel), and the weights.
+    wq: ValueId,
+    sw: ValueId,
+    axis: Option<usize>,
+    w: &'g Tensor,
+}
+
+impl Operands<'_> {
+    /// The integer op's inputs: `Xq, x_scale, Wq, w_scale`, then `bias` (or none).
+    fn inputs(&self, bias: Option<ValueId>) -> Vec<Option<ValueId>> {
+        vec![
+            Some(self.xq),
+            Some(self.sx),
+            Some(self.wq),
+            Some(self.sw),
+            bias,
+        ]
+    }
+}
+
+/// [`Operands`] of `node`, when its inputs and output are of that form.
+fn operands<'g>(graph: &'g Graph, node: &Node) -> Option<Operands<'g>> {
+    if !is_f32(graph, *node.outputs.first()?) {
         return None;
     }
     let (xq, sx) = dequantized_activation(graph, node.input(0)?)?;
     let (wq, sw, axis) = dequantized_weight(graph, node.input(1)?)?;
-    let w = graph.constant(wq)?;
-    if w.rank() < 3 || axis.is_some_and(|a| a != 0) || w.len() / w.shape()[0] > MAX_DEPTH {
+    Some(Operands {
+        xq,
+        sx,
+        wq,
+        sw,
+        axis,
+        w: graph.constant(wq)?,
+    })
+}
+
+fn conv(graph: &Graph, id: NodeId) -> Option<Rewrite> {
+    let node = graph.node(id);
+    let group = usize::try_from(node.attr_int("group", 1)).ok()?;
+    if group == 0 {
+        return None;
+    }
+    let ops = operands(graph, node)?;
+    let w = ops.w;
+    if w.rank() < 3 || ops.axis.is_some_and(|a| a != 0) {
+        return None;
+    }
+    // Products summed per output: input channels per group times kernel taps.
+    let depth = w.len().checked_div(w.shape()[0])?;
+    if depth > MAX_DEPTH {
         return None;
     }
     // Groups of one input channel (depthwise) with few enough taps; other groupings
     // stay in float.
-    let taps = w.len() / w.shape()[0];
-    if group > 1 && (w.shape()[1] != 1 || w.shape()[0] % group != 0 || taps > MAX_DEPTHWISE_TAPS) {
+    if group > 1 && (w.shape()[1] != 1 || w.shape()[0] % group != 0 || depth > MAX_DEPTHWISE_TAPS) {
         return None;
     }
     let b = node.input(2);
     if b.is_some_and(|b| !bias(graph, b, w.shape()[0])) {
         return None;
     }
-    Some((
-        "IntegerConv",
-        vec![Some(xq), Some(sx), Some(wq), Some(sw), b],
-        false,
-    ))
+    Some(("IntegerConv", ops.inputs(b), false))
 }
 
 /// A 2-D, group-1 ConvTranspose whose windows do not overlap (strides equal to the
@@ -192,14 +234,12 @@ fn conv_transpose(graph: &Graph, id: NodeId) -> Option<Rewrite> {
     if node.attr_int("group", 1) != 1
         || node.attr_str("auto_pad", "NOTSET") != "NOTSET"
         || node.attr("output_shape").is_some()
-        || !is_f32(graph, *node.outputs.first()?)
     {
         return None;
     }
-    let (xq, sx) = dequantized_activation(graph, node.input(0)?)?;
-    let (wq, sw, axis) = dequantized_weight(graph, node.input(1)?)?;
-    let w = graph.constant(wq)?;
-    if w.rank() != 4 || axis.is_some_and(|a| a != 1) || w.shape()[0] > MAX_DEPTH {
+    let ops = operands(graph, node)?;
+    let w = ops.w;
+    if w.rank() != 4 || ops.axis.is_some_and(|a| a != 1) || w.shape()[0] > MAX_DEPTH {
         return None;
     }
     let kernel: Vec<i64> = w.shape()[2..].iter().map(|&d| d as i64).collect();
@@ -219,29 +259,16 @@ fn conv_transpose(graph: &Graph, id: NodeId) -> Option<Rewrite> {
     if b.is_some_and(|b| !bias(graph, b, w.shape()[1])) {
         return None;
     }
-    Some((
-        "IntegerConvTranspose",
-        vec![Some(xq), Some(sx), Some(wq), Some(sw), b],
-        false,
-    ))
+    Some(("IntegerConvTranspose", ops.inputs(b), false))
 }
 
 fn matmul(graph: &Graph, id: NodeId) -> Option<Rewrite> {
-    let node = graph.node(id);
-    if !is_f32(graph, *node.outputs.first()?) {
+    let ops = operands(graph, graph.node(id))?;
+    let w = ops.w;
+    if w.rank() != 2 || ops.axis.is_some_and(|a| a != 1) || w.shape()[0] > MAX_DEPTH {
         return None;
     }
-    let (xq, sx) = dequantized_activation(graph, node.input(0)?)?;
-    let (wq, sw, axis) = dequantized_weight(graph, node.input(1)?)?;
-    let w = graph.constant(wq)?;
-    if w.rank() != 2 || axis.is_some_and(|a| a != 1) || w.shape()[0] > MAX_DEPTH {
-        return None;
-    }
-    Some((
-        "IntegerMatMul",
-        vec![Some(xq), Some(sx), Some(wq), Some(sw)],
-        false,
-    ))
+    Some(("IntegerMatMul", ops.inputs(None), false))
 }
 
 fn gemm(graph: &Graph, id: NodeId) -> Option<Rewrite> {
@@ -250,31 +277,25 @@ fn gemm(graph: &Graph, id: NodeId) -> Option<Rewrite> {
     if node.attr_int("transA", 0) != 0
         || node.attr_float("alpha", 1.0) != 1.0
         || (node.input(2).is_some() && node.attr_float("beta", 1.0) != 1.0)
-        || !is_f32(graph, *node.outputs.first()?)
     {
         return None;
     }
     // Gemm's A is a matrix (the spec's rule; IntegerMatMul also takes more dims).
-    let (xq, sx) = dequantized_activation(graph, node.input(0)?)?;
-    let (wq, sw, axis) = dequantized_weight(graph, node.input(1)?)?;
-    let w = graph.constant(wq)?;
+    let ops = operands(graph, node)?;
+    let w = ops.w;
     let (k, n, out_axis) = if trans_b {
         (w.shape().get(1)?, w.shape()[0], 0)
     } else {
         (w.shape().first()?, *w.shape().get(1)?, 1)
     };
-    if w.rank() != 2 || axis.is_some_and(|a| a != out_axis) || *k > MAX_DEPTH {
+    if w.rank() != 2 || ops.axis.is_some_and(|a| a != out_axis) || *k > MAX_DEPTH {
         return None;
     }
     let c = node.input(2);
     if c.is_some_and(|c| !bias(graph, c, n)) {
         return None;
     }
-    Some((
-        "IntegerMatMul",
-        vec![Some(xq), Some(sx), Some(wq), Some(sw), c],
-        trans_b,
-    ))
+    Some(("IntegerMatMul", ops.inputs(c), trans_b))
 }
 
 #[cfg(test)]
