@@ -5,8 +5,8 @@
 //! The product of two INT8 values is at most 2^14 in magnitude, so a sum of at most
 //! [`MAX_TAPS`] of them is an integer below 2^24: exact in f32, whatever the order of
 //! the additions. The float depthwise kernels therefore compute the INT32 sums exactly:
-//! each input plane is converted to f32 in a per-thread buffer right before the output
-//! planes that read it are computed (in cache, instead of a dequantized copy of the
+//! each input plane is converted to f32 once, in a per-thread buffer, right before the
+//! output planes that read it are computed (in cache, instead of a dequantized copy of the
 //! whole tensor in memory), with the weights converted once per node. The result is the
 //! same on every path (AVX-512 or the generic kernel) and equals INT32 arithmetic.
 
@@ -91,26 +91,31 @@ pub(crate) fn conv(
     let masks = (path == Path::Avx512).then(|| conv_depthwise::vector_masks(&single));
     let mult = p.m / p.group;
     let len = p.n * p.m * out_sp;
-    par::written(len, out_sp.max(1), len * taps, |index, dst| {
-        let (ni, mo) = (index / p.m, index % p.m);
-        let xp = &x[(ni * p.c + mo / mult) * in_sp..][..in_sp];
-        let wk = &w[mo * taps..][..taps];
-        dst.iter_mut().for_each(|d| {
+    // One task per input plane: its `mult` output planes (consecutive channels) read
+    // the plane converted once.
+    par::written(len, mult * out_sp.max(1), len * taps, |index, planes| {
+        let (ni, ci) = (index / p.c, index % p.c);
+        let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
+        planes.iter_mut().for_each(|d| {
             d.write(0.0);
         });
         // SAFETY: every element was just written.
-        let dst = unsafe { &mut *(dst as *mut [_] as *mut [f32]) };
+        let planes = unsafe { &mut *(planes as *mut [_] as *mut [f32]) };
         PLANE.with_borrow_mut(|buf| {
             buf.resize(in_sp + 2 * MARGIN, 0.0);
             let plane = &mut buf[MARGIN..][..in_sp];
             widen(xp, plane);
             let plane = &*plane;
-            match &masks {
-                Some(masks) => conv_depthwise::plane(plane, wk, &single, masks, dst),
-                None => depthwise_plane(plane, wk, &single, 0, dst),
+            for (j, dst) in planes.chunks_mut(out_sp.max(1)).enumerate() {
+                let mo = ci * mult + j;
+                let wk = &w[mo * taps..][..taps];
+                match &masks {
+                    Some(masks) => conv_depthwise::plane(plane, wk, &single, masks, dst),
+                    None => depthwise_plane(plane, wk, &single, 0, dst),
+                }
+                scale_plane(dst, scale[mo], bias.map_or(0.0, |b| b[mo]));
             }
         });
-        scale_plane(dst, scale[mo], bias.map_or(0.0, |b| b[mo]));
     })
 }
 
