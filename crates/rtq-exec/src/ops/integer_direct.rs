@@ -183,8 +183,8 @@ fn pad_input(x: &[i8], c: usize, win: &Window, g: &Geometry) -> Vec<u8> {
 }
 
 /// The convolution of `x` (`n x c x ih x iw`, INT8) into `out` (`n x m x oh x ow`,
-/// f32, every element written) through `ep`'s per-channel scale and bias (`ep.row`, `ep.col` unused: the
-/// output is dense). `applies(win)` must hold.
+/// f32, every element written) through `ep`'s per-channel scale and bias (`ep.row`,
+/// `ep.col` unused: the output is dense). `applies(win)` must hold.
 pub(crate) fn conv(
     x: &[i8],
     n: usize,
@@ -358,12 +358,12 @@ mod vnni {
 
     /// Writes the 16 values of positions `p0..p0 + 16` (along phase rows of `geo.wq`)
     /// that are outputs (column below `ow`, position below `geo.positions`) to `dst`
-    /// (`oh x ow`).
+    /// (`oh x ow`). Each run of lanes within one output row is one masked store (the
+    /// vector's address may lie before the row: its lanes there are masked off, not
+    /// accessed).
     ///
     /// # Safety
     /// `dst` addresses the plane's `oh x ow` values.
-    /// Each run of lanes within one output row is one masked store (the vector's
-    /// address may lie before the row: its lanes there are masked off, not accessed).
     #[inline(always)]
     unsafe fn scatter_rows(lanes: __m512, p0: usize, geo: &Geometry, ow: usize, dst: *mut f32) {
         let mut lane = 0;

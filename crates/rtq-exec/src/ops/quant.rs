@@ -456,26 +456,20 @@ fn dequantize_tensor<T: Sync>(
 multiversioned! {
     /// `dst[i] = (src[i] - z) as f32 * s` for INT8 data.
     fn dequantize_i8(src: &[i8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32)
-        => dequantize_i8_body
-}
-
-#[inline(always)]
-fn dequantize_i8_body(src: &[i8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32) {
-    for (d, &v) in dst.iter_mut().zip(src) {
-        d.write((i32::from(v) - z) as f32 * s);
-    }
+        => dequantize_run::<i8>
 }
 
 multiversioned! {
     /// `dst[i] = (src[i] - z) as f32 * s` for UINT8 data.
     fn dequantize_u8(src: &[u8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32)
-        => dequantize_u8_body
+        => dequantize_run::<u8>
 }
 
+/// The loop of [`dequantize_i8`] and [`dequantize_u8`].
 #[inline(always)]
-fn dequantize_u8_body(src: &[u8], dst: &mut [MaybeUninit<f32>], z: i32, s: f32) {
+fn dequantize_run<T: Copy + Into<i32>>(src: &[T], dst: &mut [MaybeUninit<f32>], z: i32, s: f32) {
     for (d, &v) in dst.iter_mut().zip(src) {
-        d.write((i32::from(v) - z) as f32 * s);
+        d.write((v.into() - z) as f32 * s);
     }
 }
 
