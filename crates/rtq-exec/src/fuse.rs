@@ -898,6 +898,65 @@ mod chain_tests {
     }
 
     #[test]
+    fn single_pass_chains_compute_the_graphs_bits() {
+        // The quantizing chains computed in one pass (an activation, a scalar factor,
+        // a scalar term), on NaN, infinities, both zeros, HardSwish's bends and
+        // saturating values.
+        let s = |v: f32| Some(Tensor::from_f32(vec![], vec![v]));
+        let int8 = || Some(Tensor::new(vec![], TensorData::I8(vec![-3])).unwrap());
+        let uint8 = || Some(Tensor::new(vec![], TensorData::U8(vec![128])).unwrap());
+        let cases: Vec<(Vec<Op<'_>>, Option<Tensor>, bool)> = vec![
+            (
+                vec![("Mul", s(1.07), false), ("Add", s(0.2), false)],
+                int8(),
+                false,
+            ),
+            (
+                vec![("Mul", s(0.9), true), ("Sub", s(-0.4), false)],
+                uint8(),
+                false,
+            ),
+            (
+                vec![
+                    ("Relu", None, false),
+                    ("Mul", s(2.5), false),
+                    ("Add", s(-1.0), true),
+                ],
+                int8(),
+                false,
+            ),
+            // PP-LCNet's HardSwish and learned affine.
+            (
+                vec![
+                    ("HardSwish", None, false),
+                    ("Mul", s(4.77), false),
+                    ("Add", s(1.36), false),
+                ],
+                int8(),
+                true,
+            ),
+            (
+                vec![("HardSwish", None, false), ("Add", s(0.5), false)],
+                uint8(),
+                true,
+            ),
+        ];
+        for (ops, zero, hard_swish) in cases {
+            let mut g = chain(&ops, zero);
+            if hard_swish {
+                let first = g.node_ids()[0];
+                let node = g.node_mut(first);
+                node.op_type = "DecomposedHardSwish".into();
+                node.domain = INTEGER_DOMAIN.into();
+                node.attrs.insert("scale".into(), Attr::Float(6.0));
+            }
+            let before = run(&g);
+            assert_eq!(fuse_chains(&mut g), 1, "{ops:?}");
+            assert_eq!(before, run(&g), "{ops:?}");
+        }
+    }
+
+    #[test]
     fn residual_branches_join_chains() {
         let full = [2, 3, 2, 5];
         for ops in [

@@ -340,15 +340,38 @@ unsafe fn panel(
         }
     };
     let tiles = a.m.div_ceil(mr);
+    // Where tile `t` writes this panel's columns (for output rows `ep.row` apart).
+    #[cfg(target_arch = "x86_64")]
+    let tile_out = |t: usize| {
+        let (r0, rows) = (t * mr, mr.min(a.m - t * mr));
+        x86::TileOut {
+            // SAFETY: in bounds (checked by `igemm_into`).
+            ptr: unsafe { out.0.add(r0 * ep.row + n0) },
+            stride: ep.row,
+            rows,
+            cols,
+            fix: &a.row_bias[r0..r0 + rows],
+            scale: &ep.scale[r0..r0 + rows],
+            bias: ep.bias.map(|b| &b[r0..r0 + rows]),
+        }
+    };
     match a.isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
             let packed = x86::pack_b_vnni(b, a.k, a.kp, n0, cols);
             for t in 0..tiles {
                 let tile = &a.bytes[t * mr * a.kp..][..mr * a.kp];
-                // SAFETY: the ISA was detected (or chosen from `Isa::available`).
-                unsafe { x86::tile_vnni(tile, &packed, a.kp / 4, &mut acc) };
-                write(t, &acc, true);
+                if ep.col != 1 {
+                    // SAFETY: the ISA was detected (or chosen from `Isa::available`).
+                    unsafe { x86::tile_vnni(tile, &packed, a.kp / 4, &mut acc) };
+                    write(t, &acc, true);
+                    continue;
+                }
+                let out = tile_out(t);
+                // SAFETY: the ISA was detected (or chosen from `Isa::available`); the
+                // tile's rows and this panel's columns lie in `out` (checked by
+                // `igemm_into`), which only this panel writes there.
+                unsafe { x86::tile_vnni_write(tile, &packed, a.kp / 4, &out) };
             }
         }
         #[cfg(target_arch = "x86_64")]
@@ -356,9 +379,15 @@ unsafe fn panel(
             let packed = x86::pack_b_avx2(b, a.k, a.kp, n0, cols);
             for t in 0..tiles {
                 let tile = &a.words[t * mr * a.kp..][..mr * a.kp];
+                if ep.col != 1 {
+                    // SAFETY: as above.
+                    unsafe { x86::tile_avx2(tile, &packed, a.kp / 2, &mut acc) };
+                    write(t, &acc, false);
+                    continue;
+                }
+                let out = tile_out(t);
                 // SAFETY: as above.
-                unsafe { x86::tile_avx2(tile, &packed, a.kp / 2, &mut acc) };
-                write(t, &acc, false);
+                unsafe { x86::tile_avx2_write(tile, &packed, a.kp / 2, &out) };
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -463,6 +492,25 @@ pub(crate) mod tests {
                 };
                 igemm(&packed, bv, n, &ep, &mut out);
                 assert_eq!(out, want, "{} m={m} k={k} n={n}", isa.name());
+                // Rows further apart than `n`: the values between them are left as they
+                // were (the tiles' masked stores stop at the last column).
+                let gap = 5;
+                let mut padded = vec![f32::NAN; m * (n + gap)];
+                let ep_padded = Epilogue { row: n + gap, ..ep };
+                igemm(&packed, bv, n, &ep_padded, &mut padded);
+                for (r, row) in padded.chunks(n + gap).enumerate() {
+                    assert_eq!(
+                        row[..n],
+                        want[r * n..][..n],
+                        "{} padded row {r}",
+                        isa.name()
+                    );
+                    assert!(
+                        row[n..].iter().all(|v| v.is_nan()),
+                        "{} gap written",
+                        isa.name()
+                    );
+                }
                 // Transposed output.
                 let mut out_t = vec![f32::NAN; m * n];
                 let ep_t = Epilogue {
@@ -539,6 +587,10 @@ mod speed {
             (256, 64, 3136),
             (512, 4608, 49),
             (128, 1152, 784),
+            // PP-OCRv4 det's pointwise layers of few input channels (the epilogue's
+            // share is largest).
+            (96, 12, 6400),
+            (32, 16, 25600),
         ] {
             let a: Vec<i8> = (0..m * k).map(|i| (i % 251) as i8).collect();
             let b: Vec<i8> = (0..k * n).map(|i| (i % 241) as i8).collect();

@@ -109,6 +109,62 @@ pub(super) unsafe fn tile_vnni(a: &[i8], b: &[u8], groups: usize, acc: &mut [i32
     }
 }
 
+/// Where a tile's values go: `rows` rows from `ptr` (the tile's first value), `stride`
+/// apart, `cols` (at most [`VNNI_NR`]) values each, with each row's offset correction,
+/// scale and bias.
+pub(super) struct TileOut<'a> {
+    pub ptr: *mut f32,
+    pub stride: usize,
+    pub rows: usize,
+    pub cols: usize,
+    pub fix: &'a [i32],
+    pub scale: &'a [f32],
+    pub bias: Option<&'a [f32]>,
+}
+
+/// [`tile_vnni`], its values written straight from the registers as the epilogue
+/// writes them (`(acc - fix) as f32 * scale + bias`, rounded the same way: a
+/// conversion, a multiplication, an addition), instead of through `acc` and a call per
+/// row.
+///
+/// # Safety
+/// As [`tile_vnni`]; `out.ptr` must address `out.rows` rows of `out.cols` values,
+/// `out.stride` apart, that no other thread touches; `fix`, `scale` (and `bias`) hold
+/// `out.rows` values each.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn tile_vnni_write(a: &[i8], b: &[u8], groups: usize, out: &TileOut<'_>) {
+    debug_assert!(a.len() >= groups * VNNI_MR * 4 && b.len() >= groups * VNNI_NR * 4);
+    debug_assert!(out.rows <= VNNI_MR && out.cols <= VNNI_NR);
+    debug_assert!(out.fix.len() >= out.rows && out.scale.len() >= out.rows);
+    let mut c = [[_mm512_setzero_si512(); 2]; VNNI_MR];
+    let (ap, bp) = (a.as_ptr(), b.as_ptr());
+    for g in 0..groups {
+        let b0 = _mm512_loadu_si512(bp.add(g * 128) as *const _);
+        let b1 = _mm512_loadu_si512(bp.add(g * 128 + 64) as *const _);
+        for (r, row) in c.iter_mut().enumerate() {
+            let w = (ap.add(g * 32 + r * 4) as *const i32).read_unaligned();
+            let wv = _mm512_set1_epi32(w);
+            row[0] = _mm512_dpbusd_epi32(row[0], b0, wv);
+            row[1] = _mm512_dpbusd_epi32(row[1], b1, wv);
+        }
+    }
+    let masks = [
+        crate::simd::lane_mask(0, 0, out.cols as isize),
+        crate::simd::lane_mask(16, 0, out.cols as isize),
+    ];
+    for (r, row) in c.iter().enumerate().take(out.rows) {
+        let fix = _mm512_set1_epi32(out.fix[r]);
+        let scale = _mm512_set1_ps(out.scale[r]);
+        let bias = _mm512_set1_ps(out.bias.map_or(0.0, |b| b[r]));
+        let dst = out.ptr.add(r * out.stride);
+        for (j, &v) in row.iter().enumerate() {
+            let x = _mm512_cvtepi32_ps(_mm512_sub_epi32(v, fix));
+            let y = _mm512_add_ps(_mm512_mul_ps(x, scale), bias);
+            _mm512_mask_storeu_ps(dst.add(16 * j), masks[j], y);
+        }
+    }
+}
+
 /// Columns `n0..n0 + cols` of `B` as AVX2 groups: for each 2 values of `k`,
 /// [`AVX2_NR`] columns of 2 sign-extended i16; padding 0.
 pub(super) fn pack_b_avx2(b: Strided<'_>, k: usize, kp: usize, n0: usize, cols: usize) -> Vec<i16> {
@@ -173,5 +229,44 @@ pub(super) unsafe fn tile_avx2(a: &[i16], b: &[i16], groups: usize, acc: &mut [i
             acc.as_mut_ptr().add(r * AVX2_NR + 8) as *mut __m256i,
             row[1],
         );
+    }
+}
+
+/// [`tile_avx2`], its values written straight from the registers as the epilogue
+/// writes them (`acc as f32 * scale + bias`, no offset to remove: `vpmaddwd` sums are
+/// signed), instead of through `acc` and a call per row.
+///
+/// # Safety
+/// As [`tile_avx2`]; `out` as for [`tile_vnni_write`] (at most [`AVX2_MR`] rows and
+/// [`AVX2_NR`] columns; `out.fix` is not read).
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn tile_avx2_write(a: &[i16], b: &[i16], groups: usize, out: &TileOut<'_>) {
+    debug_assert!(a.len() >= groups * AVX2_MR * 2 && b.len() >= groups * AVX2_NR * 2);
+    debug_assert!(out.rows <= AVX2_MR && out.cols <= AVX2_NR);
+    debug_assert!(out.scale.len() >= out.rows);
+    let mut c = [[_mm256_setzero_si256(); 2]; AVX2_MR];
+    let (ap, bp) = (a.as_ptr(), b.as_ptr());
+    for g in 0..groups {
+        let b0 = _mm256_loadu_si256(bp.add(g * 32) as *const __m256i);
+        let b1 = _mm256_loadu_si256(bp.add(g * 32 + 16) as *const __m256i);
+        for (r, row) in c.iter_mut().enumerate() {
+            let w = (ap.add(g * 12 + r * 2) as *const i32).read_unaligned();
+            let wv = _mm256_set1_epi32(w);
+            row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(b0, wv));
+            row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(b1, wv));
+        }
+    }
+    // Lane i of half j stores when 8 * j + i < cols.
+    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    let masks =
+        [0, 8].map(|first| _mm256_cmpgt_epi32(_mm256_set1_epi32(out.cols as i32 - first), lanes));
+    for (r, row) in c.iter().enumerate().take(out.rows) {
+        let scale = _mm256_set1_ps(out.scale[r]);
+        let bias = _mm256_set1_ps(out.bias.map_or(0.0, |b| b[r]));
+        let dst = out.ptr.add(r * out.stride);
+        for (j, &v) in row.iter().enumerate() {
+            let y = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(v), scale), bias);
+            _mm256_maskstore_ps(dst.add(8 * j), masks[j], y);
+        }
     }
 }

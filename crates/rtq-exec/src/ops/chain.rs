@@ -14,8 +14,8 @@
 //! divides).
 
 use crate::ctx::OpCtx;
-use crate::ops::fused::hard_swish;
-use crate::ops::quant::quantize_8bit_tensor;
+use crate::ops::fused::{hard_swish, hard_swish_6};
+use crate::ops::quant::{quantize_8bit_mapped, quantize_8bit_tensor};
 use crate::ops::unary::{clip_f32, relu_f32};
 use crate::par;
 use crate::registry::Kernel;
@@ -94,6 +94,82 @@ struct Quantize {
     unsigned: bool,
 }
 
+/// A quantizing chain computed in one pass, in registers: an optional activation,
+/// then an optional multiplication and addition by scalars, then the quantization.
+/// The values are those of the steps one by one: a missing factor is 1 (exact); a
+/// missing term is 0, which only turns -0 into +0, and both quantize to the same
+/// integer. These are most chains of quantized CNNs (Relu, or PP-LCNet's HardSwish
+/// and learned affine, before the next layer's QuantizeLinear).
+#[derive(Debug, Clone, Copy)]
+struct SinglePass {
+    activation: Activation,
+    factor: f32,
+    term: f32,
+}
+
+/// The activation of a [`SinglePass`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Activation {
+    None,
+    Relu,
+    /// HardSwish with the divisor 6.
+    HardSwish,
+}
+
+impl SinglePass {
+    /// The single pass computing `steps` before a quantization, if they have its form.
+    fn of(steps: &[Step<'_>]) -> Option<SinglePass> {
+        let (activation, rest) = match steps {
+            [Step::Relu, rest @ ..] => (Activation::Relu, rest),
+            [Step::HardSwish(scale, true), rest @ ..] if *scale == 6.0 => {
+                (Activation::HardSwish, rest)
+            }
+            rest => (Activation::None, rest),
+        };
+        let scalar = |step: Option<&Step<'_>>, code: Code| match step {
+            Some(Step::Binary(c, Operand::Scalar(v))) if *c == code => Some(*v),
+            _ => None,
+        };
+        let (factor, rest) = match scalar(rest.first(), Code::Mul) {
+            Some(v) => (v, &rest[1..]),
+            None => (1.0, rest),
+        };
+        let first = rest.first();
+        let (term, rest) = match (scalar(first, Code::Add), scalar(first, Code::Sub)) {
+            (Some(v), _) => (v, &rest[1..]),
+            // x - c is x + (-c), exactly.
+            (_, Some(v)) => (-v, &rest[1..]),
+            _ => (0.0, rest),
+        };
+        rest.is_empty().then_some(SinglePass {
+            activation,
+            factor,
+            term,
+        })
+    }
+
+    /// The chain's 8-bit values of `src` into `dst`, quantized by `q`.
+    fn run<T: Copy>(
+        self,
+        src: &[f32],
+        q: &Quantize,
+        dst: &mut [MaybeUninit<T>],
+        cast: impl Fn(i32) -> T,
+    ) {
+        let (a, b) = (self.factor, self.term);
+        let terms = (q.scale, q.zero, q.unsigned);
+        match self.activation {
+            Activation::None => quantize_8bit_mapped(src, |v| v * a + b, terms, dst, cast),
+            Activation::Relu => {
+                quantize_8bit_mapped(src, |v| relu_f32(v) * a + b, terms, dst, cast)
+            }
+            Activation::HardSwish => {
+                quantize_8bit_mapped(src, |v| hard_swish_6(v) * a + b, terms, dst, cast)
+            }
+        }
+    }
+}
+
 fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let TensorData::F32(v) = x.data() else {
@@ -134,6 +210,26 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     } else {
         v.len()
     };
+    if let Some((pass, q)) = quantize
+        .as_ref()
+        .and_then(|q| Some((SinglePass::of(&steps)?, q)))
+    {
+        // The whole chain in the quantization's loop: no steps run before it.
+        let chain = Chain {
+            x: v,
+            steps: &[],
+            plane: v.len(),
+            channels: 1,
+        };
+        let data = if q.unsigned {
+            TensorData::U8(chain.run(|block, dst| pass.run(block, q, dst, |v| v as u8)))
+        } else {
+            TensorData::I8(chain.run(|block, dst| pass.run(block, q, dst, |v| v as i8)))
+        };
+        return Ok(vec![
+            Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
+        ]);
+    }
     let chain = Chain {
         x: v,
         steps: &steps,
@@ -186,6 +282,10 @@ impl Chain<'_, '_> {
                 for (i, dst) in dst.chunks_mut(BLOCK).enumerate() {
                     let (offset, n) = (p * plane + i * BLOCK, dst.len());
                     let src = &self.x[offset..][..n];
+                    if self.steps.is_empty() {
+                        store(src, dst);
+                        continue;
+                    }
                     let (result, scratch) = (&mut result[..n], &mut scratch[..n]);
                     apply_steps(src, result, scratch, self.steps, p % self.channels, offset);
                     store(result, dst);
@@ -341,5 +441,41 @@ fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], channel: usize, at
             out.copy_from_slice(input);
             hard_swish(out, scale, divide);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_passes_take_only_their_form() {
+        let scalar = |code, v| Step::Binary(code, Operand::Scalar(v));
+        let of =
+            |steps: &[Step<'_>]| SinglePass::of(steps).map(|p| (p.activation, p.factor, p.term));
+        assert_eq!(of(&[]), Some((Activation::None, 1.0, 0.0)));
+        assert_eq!(
+            of(&[
+                Step::HardSwish(6.0, true),
+                scalar(Code::Mul, 2.0),
+                scalar(Code::Sub, 0.5)
+            ]),
+            Some((Activation::HardSwish, 2.0, -0.5))
+        );
+        assert_eq!(
+            of(&[Step::Relu, scalar(Code::Add, 1.0)]),
+            Some((Activation::Relu, 1.0, 1.0))
+        );
+        // Out of order, another divisor, a division, a clip, a per-channel operand.
+        assert_eq!(of(&[scalar(Code::Add, 1.0), Step::Relu]), None);
+        assert_eq!(of(&[scalar(Code::Add, 1.0), scalar(Code::Mul, 2.0)]), None);
+        assert_eq!(of(&[Step::HardSwish(6.0, false)]), None);
+        assert_eq!(of(&[Step::HardSwish(5.0, true)]), None);
+        assert_eq!(of(&[scalar(Code::Div, 2.0)]), None);
+        assert_eq!(of(&[Step::Clip(0.0, 6.0)]), None);
+        assert_eq!(
+            of(&[Step::Binary(Code::Mul, Operand::PerChannel(vec![1.0, 2.0]))]),
+            None
+        );
     }
 }

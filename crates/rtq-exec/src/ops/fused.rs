@@ -27,9 +27,7 @@ multiversioned! {
 #[inline(always)]
 pub(crate) fn hard_swish(v: &mut [f32], scale: f32, divide: bool) {
     match (divide, scale == 6.0) {
-        (true, true) => v
-            .iter_mut()
-            .for_each(|a| *a = (*a * (*a + 3.0).clamp(0.0, 6.0)) / 6.0),
+        (true, true) => v.iter_mut().for_each(|a| *a = hard_swish_6(*a)),
         (true, false) => v
             .iter_mut()
             .for_each(|a| *a = (*a * (*a + 3.0).clamp(0.0, 6.0)) / scale),
@@ -37,6 +35,12 @@ pub(crate) fn hard_swish(v: &mut [f32], scale: f32, divide: bool) {
             .iter_mut()
             .for_each(|a| *a = (*a * (*a + 3.0).clamp(0.0, 6.0)) * scale),
     }
+}
+
+/// HardSwish of one value with the common divisor 6 (as [`hard_swish`] computes it).
+#[inline(always)]
+pub(crate) fn hard_swish_6(a: f32) -> f32 {
+    (a * (a + 3.0).clamp(0.0, 6.0)) / 6.0
 }
 
 /// Fused kernels by op type.

@@ -166,13 +166,26 @@ pub(crate) fn quantize_8bit_tensor<T: Copy>(
     out: &mut [std::mem::MaybeUninit<T>],
     cast: impl Fn(i32) -> T,
 ) {
+    quantize_8bit_mapped(x, |v| v, (scale, zero, unsigned), out, cast)
+}
+
+/// [`quantize_8bit_tensor`] of `pre(v)` for every `v` of `x`, in one pass (`pre`
+/// inlined into the quantization's loop, computed in registers): the same values as
+/// `pre` applied to the whole of `x` first.
+pub(crate) fn quantize_8bit_mapped<T: Copy>(
+    x: &[f32],
+    pre: impl Fn(f32) -> f32,
+    (scale, zero, unsigned): (f32, f32, bool),
+    out: &mut [std::mem::MaybeUninit<T>],
+    cast: impl Fn(i32) -> T,
+) {
     assert_eq!(x.len(), out.len(), "quantized output size");
     let (lo, hi) = if unsigned {
         (0.0, 255.0)
     } else {
         (-128.0, 127.0)
     };
-    wide::quantize_into(out, x, scale, zero, (lo - zero, hi - zero), cast);
+    wide::quantize_into(out, x, (pre, scale, zero), (lo - zero, hi - zero), cast);
 }
 
 /// Quantizes `x` into 8-bit integers (`lo..=hi` the type's range; `cast` narrows an
@@ -211,18 +224,18 @@ mod wide {
     use super::ROUNDER;
     use std::mem::MaybeUninit;
 
-    /// Writes `round(clamp(v / s, lo, hi)) + z` of every `v` of `x`, cast, to `out`
-    /// (as long as `x`).
+    /// Writes `round(clamp(pre(v) / s, lo, hi)) + z` of every `v` of `x`, cast, to
+    /// `out` (as long as `x`).
     #[inline(always)]
     fn body<T>(
         out: &mut [MaybeUninit<T>],
         x: &[f32],
-        s: f32,
-        z: f32,
+        (pre, s, z): (impl Fn(f32) -> f32, f32, f32),
         (lo, hi): (f32, f32),
         cast: impl Fn(i32) -> T,
     ) {
         for (d, &v) in out.iter_mut().zip(x) {
+            let v = pre(v);
             // Clamping to integral bounds before rounding gives the rounded value clamped.
             let r = (((v / s).clamp(lo, hi) + ROUNDER) - ROUNDER) + z;
             // NaN converts to 0 (as `quantize_typed`'s conversion does); every other
@@ -239,12 +252,11 @@ mod wide {
     unsafe fn avx512<T>(
         out: &mut [MaybeUninit<T>],
         x: &[f32],
-        s: f32,
-        z: f32,
+        terms: (impl Fn(f32) -> f32, f32, f32),
         b: (f32, f32),
         cast: impl Fn(i32) -> T,
     ) {
-        body(out, x, s, z, b, cast)
+        body(out, x, terms, b, cast)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -252,12 +264,11 @@ mod wide {
     unsafe fn avx2<T>(
         out: &mut [MaybeUninit<T>],
         x: &[f32],
-        s: f32,
-        z: f32,
+        terms: (impl Fn(f32) -> f32, f32, f32),
         b: (f32, f32),
         cast: impl Fn(i32) -> T,
     ) {
-        body(out, x, s, z, b, cast)
+        body(out, x, terms, b, cast)
     }
 
     /// Appends [`body`]'s values to `out`.
@@ -274,8 +285,7 @@ mod wide {
         quantize_into(
             &mut out.spare_capacity_mut()[..x.len()],
             x,
-            s,
-            z,
+            (|v| v, s, z),
             bounds,
             cast,
         );
@@ -287,8 +297,7 @@ mod wide {
     pub(super) fn quantize_into<T>(
         out: &mut [MaybeUninit<T>],
         x: &[f32],
-        s: f32,
-        z: f32,
+        terms: (impl Fn(f32) -> f32, f32, f32),
         bounds: (f32, f32),
         cast: impl Fn(i32) -> T,
     ) {
@@ -296,14 +305,14 @@ mod wide {
         {
             if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw") {
                 // SAFETY: the features were just detected.
-                return unsafe { avx512(out, x, s, z, bounds, cast) };
+                return unsafe { avx512(out, x, terms, bounds, cast) };
             }
             if is_x86_feature_detected!("avx2") {
                 // SAFETY: as above.
-                return unsafe { avx2(out, x, s, z, bounds, cast) };
+                return unsafe { avx2(out, x, terms, bounds, cast) };
             }
         }
-        body(out, x, s, z, bounds, cast)
+        body(out, x, terms, bounds, cast)
     }
 }
 
