@@ -12,6 +12,7 @@
 use crate::ops::conv::ConvProblem;
 use crate::par;
 use crate::simd::lane_mask;
+use std::mem::MaybeUninit;
 
 /// Widest register block, in 16-column vectors.
 const XB: usize = 4;
@@ -71,10 +72,52 @@ pub(crate) fn plane(
     // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`.
     #[cfg(target_arch = "x86_64")]
     unsafe {
-        avx512::plane(xp, wk, p, masks, dst)
+        avx512::plane(xp, wk, p, masks, (dst.as_mut_ptr(), Finish::Accumulate))
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (xp, wk, masks, dst);
+}
+
+/// What a plane's sums start from and how they are stored.
+#[derive(Clone, Copy)]
+pub(crate) enum Finish {
+    /// Added to the plane's values on entry (its bias or zeros).
+    Accumulate,
+    /// Summed from zero, each sum stored as `sum * scale + bias` (the integer
+    /// epilogue: exact integer sums scaled), without reading the plane.
+    Scale(f32, f32),
+}
+
+/// [`plane`] into a plane that need not be initialized: each output is the sum of
+/// its taps (from zero) times `scale`, plus `bias`, as a multiplication then an
+/// addition ([`Finish::Scale`]); every element of `dst` is written.
+pub(crate) fn plane_scaled(
+    xp: &[f32],
+    wk: &[f32],
+    p: &ConvProblem,
+    masks: &[VectorMasks],
+    (scale, bias): (f32, f32),
+    dst: &mut [MaybeUninit<f32>],
+) {
+    assert!(applies(p), "depthwise kernel on an unsupported problem");
+    let win = &p.win;
+    assert_eq!(xp.len(), win.input_size(), "input plane size");
+    assert_eq!(wk.len(), win.kernel_size(), "weights size");
+    assert_eq!(dst.len(), win.output_size(), "output plane size");
+    assert_eq!(
+        masks.len(),
+        win.output[2].div_ceil(16),
+        "masks of another problem"
+    );
+    let finish = Finish::Scale(scale, bias);
+    // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`, and
+    // `Finish::Scale` writes every element without reading any.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        avx512::plane(xp, wk, p, masks, (dst.as_mut_ptr().cast(), finish))
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (xp, wk, masks, dst, finish);
 }
 
 /// The lanes of one 16-column vector of an output row: those inside the row, and per
@@ -114,22 +157,23 @@ pub(crate) fn vector_masks(p: &ConvProblem) -> Vec<VectorMasks> {
 #[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{ConvProblem, VectorMasks, XB};
+    use super::{ConvProblem, Finish, VectorMasks, XB};
     use std::arch::x86_64::*;
 
-    /// One output plane `dst` (holding its bias or zeros) from input plane `xp` and
-    /// the plane's `kh x kw` weights `wk`: column blocks of up to [`XB`] vectors, each
-    /// down every output row.
+    /// One output plane at `dst` (holding its bias or zeros with
+    /// [`Finish::Accumulate`]) from input plane `xp` and the plane's `kh x kw` weights
+    /// `wk`: column blocks of up to [`XB`] vectors, each down every output row.
     ///
     /// # Safety
-    /// AVX-512 F must be available; `xp`, `wk` and `dst` must have the sizes of `p`.
+    /// AVX-512 F must be available; `xp` and `wk` must have the sizes of `p`, and `dst`
+    /// must address an output plane of `p` that no other thread touches.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn plane(
         xp: &[f32],
         wk: &[f32],
         p: &ConvProblem,
         masks: &[VectorMasks],
-        dst: &mut [f32],
+        dst: (*mut f32, Finish),
     ) {
         let vectors = masks.len();
         let mut v = 0;
@@ -157,7 +201,7 @@ mod avx512 {
         wk: &[f32],
         p: &ConvProblem,
         (v, masks): (usize, &[VectorMasks]),
-        dst: &mut [f32],
+        dst: (*mut f32, Finish),
     ) {
         let oh = p.win.output[1];
         let ox0 = 16 * v;
@@ -193,7 +237,7 @@ mod avx512 {
         p: &ConvProblem,
         (oy, ox0): (usize, usize),
         masks: &[VectorMasks; V],
-        dst: &mut [f32],
+        (dst, finish): (*mut f32, Finish),
     ) {
         let win = &p.win;
         let [_, kh, kw] = win.kernel;
@@ -204,11 +248,13 @@ mod avx512 {
         let evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         // First input row of each output row (may be negative: padding).
         let sy: [isize; R] = std::array::from_fn(|r| ((oy + r) * sh) as isize - top);
-        let out = dst.as_mut_ptr().add(oy * ow + ox0);
+        let out = dst.add(oy * ow + ox0);
         let mut acc = [[_mm512_setzero_ps(); V]; R];
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            for (j, a) in acc_r.iter_mut().enumerate() {
-                *a = _mm512_maskz_loadu_ps(masks[j].store, out.add(r * ow + 16 * j));
+        if let Finish::Accumulate = finish {
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                for (j, a) in acc_r.iter_mut().enumerate() {
+                    *a = _mm512_maskz_loadu_ps(masks[j].store, out.add(r * ow + 16 * j));
+                }
             }
         }
         for ky in 0..kh {
@@ -235,6 +281,14 @@ mod avx512 {
                         };
                         *a = _mm512_add_ps(*a, _mm512_mul_ps(wv, xv));
                     }
+                }
+            }
+        }
+        if let Finish::Scale(scale, bias) = finish {
+            let (scale, bias) = (_mm512_set1_ps(scale), _mm512_set1_ps(bias));
+            for acc_r in acc.iter_mut() {
+                for a in acc_r.iter_mut() {
+                    *a = _mm512_add_ps(_mm512_mul_ps(*a, scale), bias);
                 }
             }
         }

@@ -96,11 +96,6 @@ pub(crate) fn conv(
     par::written(len, mult * out_sp.max(1), len * taps, |index, planes| {
         let (ni, ci) = (index / p.c, index % p.c);
         let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
-        planes.iter_mut().for_each(|d| {
-            d.write(0.0);
-        });
-        // SAFETY: every element was just written.
-        let planes = unsafe { &mut *(planes as *mut [_] as *mut [f32]) };
         PLANE.with_borrow_mut(|buf| {
             buf.resize(in_sp + 2 * MARGIN, 0.0);
             let plane = &mut buf[MARGIN..][..in_sp];
@@ -109,11 +104,19 @@ pub(crate) fn conv(
             for (j, dst) in planes.chunks_mut(out_sp.max(1)).enumerate() {
                 let mo = ci * mult + j;
                 let wk = &w[mo * taps..][..taps];
-                match &masks {
-                    Some(masks) => conv_depthwise::plane(plane, wk, &single, masks, dst),
-                    None => depthwise_plane(plane, wk, &single, 0, dst),
+                let terms = (scale[mo], bias.map_or(0.0, |b| b[mo]));
+                if let Some(masks) = &masks {
+                    // Sums from zero, scaled as they are stored.
+                    conv_depthwise::plane_scaled(plane, wk, &single, masks, terms, dst);
+                    continue;
                 }
-                scale_plane(dst, scale[mo], bias.map_or(0.0, |b| b[mo]));
+                dst.iter_mut().for_each(|d| {
+                    d.write(0.0);
+                });
+                // SAFETY: every element was just written.
+                let dst = unsafe { &mut *(dst as *mut [_] as *mut [f32]) };
+                depthwise_plane(plane, wk, &single, 0, dst);
+                scale_plane(dst, terms.0, terms.1);
             }
         });
     })
