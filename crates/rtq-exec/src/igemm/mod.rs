@@ -247,6 +247,11 @@ pub(crate) fn interleave_rows(rows: [&[i8]; 4], dst: &mut [u8]) {
     }
 }
 
+thread_local! {
+    /// A thread's packed panel of `B` (VNNI), reused from panel to panel.
+    static PACKED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
 /// Panels per parallel task below which the product stays on the calling thread.
 const SERIAL_WORK: usize = 1 << 16;
 
@@ -358,7 +363,8 @@ unsafe fn panel(
     match a.isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512Vnni => {
-            let packed = x86::pack_b_vnni(b, a.k, a.kp, n0, cols);
+            let mut packed = PACKED.take();
+            x86::pack_b_vnni(b, (a.k, a.kp), (n0, cols), &mut packed);
             for t in 0..tiles {
                 let tile = &a.bytes[t * mr * a.kp..][..mr * a.kp];
                 if ep.col != 1 {
@@ -373,6 +379,7 @@ unsafe fn panel(
                 // `igemm_into`), which only this panel writes there.
                 unsafe { x86::tile_vnni_write(tile, &packed, a.kp / 4, &out) };
             }
+            PACKED.set(packed);
         }
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => {

@@ -12,10 +12,20 @@ const AVX2_MR: usize = 6;
 /// AVX2 panel columns (two 8-lane vectors).
 const AVX2_NR: usize = 16;
 
-/// Columns `n0..n0 + cols` of `B` (`k x n`) as VNNI groups: for each 4 values of `k`,
-/// [`VNNI_NR`] columns of 4 bytes, each byte offset by 128 (unsigned); padding 128.
-pub(super) fn pack_b_vnni(b: Strided<'_>, k: usize, kp: usize, n0: usize, cols: usize) -> Vec<u8> {
-    let mut out = vec![0x80u8; kp / 4 * VNNI_NR * 4];
+/// Columns `n0..n0 + cols` of `B` (`k x n`) as VNNI groups into `out` (a buffer reused
+/// across panels): for each 4 values of `k`, [`VNNI_NR`] columns of 4 bytes, each byte
+/// offset by 128 (unsigned); padding 128.
+pub(super) fn pack_b_vnni(
+    b: Strided<'_>,
+    (k, kp): (usize, usize),
+    (n0, cols): (usize, usize),
+    out: &mut Vec<u8>,
+) {
+    out.resize(kp / 4 * VNNI_NR * 4, 0x80);
+    if cols < VNNI_NR || kp != k {
+        // Padding columns or values of `k`; a full panel writes every byte below.
+        out.fill(0x80);
+    }
     for g in 0..kp / 4 {
         let dst = &mut out[g * VNNI_NR * 4..][..VNNI_NR * 4];
         let full_k = 4 * g + 4 <= k;
@@ -53,7 +63,6 @@ pub(super) fn pack_b_vnni(b: Strided<'_>, k: usize, kp: usize, n0: usize, cols: 
             }
         }
     }
-    out
 }
 
 /// `dst` (64 bytes) <- the bytes of 16 columns of 4 rows, column by column, each

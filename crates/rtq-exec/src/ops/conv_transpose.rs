@@ -15,6 +15,7 @@ use crate::par::{self, PAR_MIN_ELEMS};
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::Tensor;
+use std::mem::MaybeUninit;
 
 /// ConvTranspose kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("ConvTranspose", conv_transpose)];
@@ -251,6 +252,10 @@ fn group_disjoint(xg: &[f32], wg: &[f32], win: &Window, cg: usize, out_g: &mut [
                 let buf = &mut col[..rows * tr * iw];
                 let xt = row_tile(xg, cg, in_sp, r0, tr, iw);
                 sgemm_serial(1.0, wt, xt, 0.0, buf, tr * iw);
+                // SAFETY: f32 values are valid `MaybeUninit<f32>`s; only f32s are
+                // written.
+                let planes =
+                    unsafe { &mut *(&mut *planes as *mut [f32] as *mut [MaybeUninit<f32>]) };
                 scatter_disjoint(buf, win, r0, tr, planes);
                 r0 += tr;
             }
@@ -281,13 +286,14 @@ fn disjoint_taps(win: &Window) -> bool {
 /// Writes the column tile (as [`col2im`] takes it) into `planes` (the output planes
 /// of the tile's channels) when the taps are disjoint ([`disjoint_taps`]): output row
 /// (iz kd + kz, iy kh + ky) of channel mo interleaves the `kw` column rows of taps
-/// (mo, kz, ky, 0..kw) over input row (iz, iy).
+/// (mo, kz, ky, 0..kw) over input row (iz, iy). Nothing is read from `planes`: the
+/// tiles of all input rows write every element once.
 pub(crate) fn scatter_disjoint(
     col: &[f32],
     win: &Window,
     r0: usize,
     tr: usize,
-    planes: &mut [f32],
+    planes: &mut [MaybeUninit<f32>],
 ) {
     let [kd, kh, kw] = win.kernel;
     let [_, ih, iw] = win.input;
@@ -309,21 +315,21 @@ pub(crate) fn scatter_disjoint(
 
 /// `dst[ix k + kx] = src[kx stride + ix]`: `dst` interleaves `k` source rows of
 /// `dst.len() / k` elements each, `stride` apart in `src`.
-fn interleave(src: &[f32], stride: usize, k: usize, dst: &mut [f32]) {
+fn interleave(src: &[f32], stride: usize, k: usize, dst: &mut [MaybeUninit<f32>]) {
     let len = dst.len() / k;
     if k == 2 {
         // The common 2x2 upsampling, as a loop the compiler vectorizes.
         let (a, b) = (&src[..len], &src[stride..][..len]);
         for ((d, &x), &y) in dst.chunks_exact_mut(2).zip(a).zip(b) {
-            d[0] = x;
-            d[1] = y;
+            d[0].write(x);
+            d[1].write(y);
         }
         return;
     }
     for kx in 0..k {
         let row = &src[kx * stride..][..len];
         for (d, &v) in dst[kx..].iter_mut().step_by(k).zip(row) {
-            *d = v;
+            d.write(v);
         }
     }
 }
@@ -554,7 +560,7 @@ mod speed {
                 pad_end: [0; 3],
                 output: [1, 2 * hw, 2 * hw],
             };
-            let mut out = vec![0.0f32; m * 4 * hw * hw];
+            let mut out = crate::par::uninit_vec(m * 4 * hw * hw);
             let scatter = best_ms(20, || super::scatter_disjoint(&col, &win, 0, hw, &mut out));
             let zeroed = best_ms(20, || {
                 std::hint::black_box(vec![0.0f32; m * 4 * hw * hw]);
