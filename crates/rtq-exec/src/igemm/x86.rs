@@ -90,16 +90,13 @@ pub(super) unsafe fn interleave4(rows: [&[i8]; 4], dst: &mut [u8]) {
     }
 }
 
-/// One VNNI tile: `acc` (`VNNI_MR x VNNI_NR`, row-major) <- the weight tile (`groups`
-/// x `VNNI_MR` x 4 bytes) times the packed panel, offsets not yet removed.
+/// A VNNI tile's sums, in registers: the weight tile (`groups` x [`VNNI_MR`] x 4
+/// bytes) times the packed panel, offsets not yet removed.
 ///
 /// # Safety
-/// The CPU must have AVX-512 F, BW and VNNI; `a` holds `groups * 32` bytes, `b`
-/// `groups * 128`, `acc` 256 values.
-#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-pub(super) unsafe fn tile_vnni(a: &[i8], b: &[u8], groups: usize, acc: &mut [i32]) {
-    debug_assert!(a.len() >= groups * VNNI_MR * 4 && b.len() >= groups * VNNI_NR * 4);
-    debug_assert!(acc.len() >= VNNI_MR * VNNI_NR);
+/// As [`tile_vnni`].
+#[inline(always)]
+unsafe fn sums_vnni(a: &[i8], b: &[u8], groups: usize) -> [[__m512i; 2]; VNNI_MR] {
     let mut c = [[_mm512_setzero_si512(); 2]; VNNI_MR];
     let (ap, bp) = (a.as_ptr(), b.as_ptr());
     for g in 0..groups {
@@ -112,6 +109,20 @@ pub(super) unsafe fn tile_vnni(a: &[i8], b: &[u8], groups: usize, acc: &mut [i32
             row[1] = _mm512_dpbusd_epi32(row[1], b1, wv);
         }
     }
+    c
+}
+
+/// One VNNI tile: `acc` (`VNNI_MR x VNNI_NR`, row-major) <- the weight tile (`groups`
+/// x `VNNI_MR` x 4 bytes) times the packed panel, offsets not yet removed.
+///
+/// # Safety
+/// The CPU must have AVX-512 F, BW and VNNI; `a` holds `groups * 32` bytes, `b`
+/// `groups * 128`, `acc` 256 values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+pub(super) unsafe fn tile_vnni(a: &[i8], b: &[u8], groups: usize, acc: &mut [i32]) {
+    debug_assert!(a.len() >= groups * VNNI_MR * 4 && b.len() >= groups * VNNI_NR * 4);
+    debug_assert!(acc.len() >= VNNI_MR * VNNI_NR);
+    let c = sums_vnni(a, b, groups);
     for (r, row) in c.iter().enumerate() {
         _mm512_storeu_si512(acc.as_mut_ptr().add(r * VNNI_NR) as *mut _, row[0]);
         _mm512_storeu_si512(acc.as_mut_ptr().add(r * VNNI_NR + 16) as *mut _, row[1]);
@@ -145,18 +156,7 @@ pub(super) unsafe fn tile_vnni_write(a: &[i8], b: &[u8], groups: usize, out: &Ti
     debug_assert!(a.len() >= groups * VNNI_MR * 4 && b.len() >= groups * VNNI_NR * 4);
     debug_assert!(out.rows <= VNNI_MR && out.cols <= VNNI_NR);
     debug_assert!(out.fix.len() >= out.rows && out.scale.len() >= out.rows);
-    let mut c = [[_mm512_setzero_si512(); 2]; VNNI_MR];
-    let (ap, bp) = (a.as_ptr(), b.as_ptr());
-    for g in 0..groups {
-        let b0 = _mm512_loadu_si512(bp.add(g * 128) as *const _);
-        let b1 = _mm512_loadu_si512(bp.add(g * 128 + 64) as *const _);
-        for (r, row) in c.iter_mut().enumerate() {
-            let w = (ap.add(g * 32 + r * 4) as *const i32).read_unaligned();
-            let wv = _mm512_set1_epi32(w);
-            row[0] = _mm512_dpbusd_epi32(row[0], b0, wv);
-            row[1] = _mm512_dpbusd_epi32(row[1], b1, wv);
-        }
-    }
+    let c = sums_vnni(a, b, groups);
     let masks = [
         crate::simd::lane_mask(0, 0, out.cols as isize),
         crate::simd::lane_mask(16, 0, out.cols as isize),
@@ -211,15 +211,13 @@ unsafe fn interleave2_widen(r0: &[i8], r1: &[i8], dst: &mut [i16]) {
     _mm256_storeu_si256(dst.as_mut_ptr().add(16) as *mut __m256i, hi);
 }
 
-/// One AVX2 tile: `acc` (`AVX2_MR x AVX2_NR`) <- the weight tile (`groups` x
-/// `AVX2_MR` x 2 i16) times the packed panel (`vpmaddwd`: exact i32 sums).
+/// An AVX2 tile's sums, in registers: the weight tile (`groups` x [`AVX2_MR`] x 2
+/// i16) times the packed panel (`vpmaddwd`: exact i32 sums).
 ///
 /// # Safety
-/// The CPU must have AVX2; `a` holds `groups * 12` values, `b` `groups * 32`, `acc` 96.
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn tile_avx2(a: &[i16], b: &[i16], groups: usize, acc: &mut [i32]) {
-    debug_assert!(a.len() >= groups * AVX2_MR * 2 && b.len() >= groups * AVX2_NR * 2);
-    debug_assert!(acc.len() >= AVX2_MR * AVX2_NR);
+/// As [`tile_avx2`].
+#[inline(always)]
+unsafe fn sums_avx2(a: &[i16], b: &[i16], groups: usize) -> [[__m256i; 2]; AVX2_MR] {
     let mut c = [[_mm256_setzero_si256(); 2]; AVX2_MR];
     let (ap, bp) = (a.as_ptr(), b.as_ptr());
     for g in 0..groups {
@@ -232,6 +230,19 @@ pub(super) unsafe fn tile_avx2(a: &[i16], b: &[i16], groups: usize, acc: &mut [i
             row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(b1, wv));
         }
     }
+    c
+}
+
+/// One AVX2 tile: `acc` (`AVX2_MR x AVX2_NR`) <- the weight tile (`groups` x
+/// `AVX2_MR` x 2 i16) times the packed panel (`vpmaddwd`: exact i32 sums).
+///
+/// # Safety
+/// The CPU must have AVX2; `a` holds `groups * 12` values, `b` `groups * 32`, `acc` 96.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn tile_avx2(a: &[i16], b: &[i16], groups: usize, acc: &mut [i32]) {
+    debug_assert!(a.len() >= groups * AVX2_MR * 2 && b.len() >= groups * AVX2_NR * 2);
+    debug_assert!(acc.len() >= AVX2_MR * AVX2_NR);
+    let c = sums_avx2(a, b, groups);
     for (r, row) in c.iter().enumerate() {
         _mm256_storeu_si256(acc.as_mut_ptr().add(r * AVX2_NR) as *mut __m256i, row[0]);
         _mm256_storeu_si256(
@@ -253,18 +264,7 @@ pub(super) unsafe fn tile_avx2_write(a: &[i16], b: &[i16], groups: usize, out: &
     debug_assert!(a.len() >= groups * AVX2_MR * 2 && b.len() >= groups * AVX2_NR * 2);
     debug_assert!(out.rows <= AVX2_MR && out.cols <= AVX2_NR);
     debug_assert!(out.scale.len() >= out.rows);
-    let mut c = [[_mm256_setzero_si256(); 2]; AVX2_MR];
-    let (ap, bp) = (a.as_ptr(), b.as_ptr());
-    for g in 0..groups {
-        let b0 = _mm256_loadu_si256(bp.add(g * 32) as *const __m256i);
-        let b1 = _mm256_loadu_si256(bp.add(g * 32 + 16) as *const __m256i);
-        for (r, row) in c.iter_mut().enumerate() {
-            let w = (ap.add(g * 12 + r * 2) as *const i32).read_unaligned();
-            let wv = _mm256_set1_epi32(w);
-            row[0] = _mm256_add_epi32(row[0], _mm256_madd_epi16(b0, wv));
-            row[1] = _mm256_add_epi32(row[1], _mm256_madd_epi16(b1, wv));
-        }
-    }
+    let c = sums_avx2(a, b, groups);
     // Lane i of half j stores when 8 * j + i < cols.
     let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let masks =

@@ -59,16 +59,7 @@ pub(crate) fn plane(
     masks: &[VectorMasks],
     dst: &mut [f32],
 ) {
-    assert!(applies(p), "depthwise kernel on an unsupported problem");
-    let win = &p.win;
-    assert_eq!(xp.len(), win.input_size(), "input plane size");
-    assert_eq!(wk.len(), win.kernel_size(), "weights size");
-    assert_eq!(dst.len(), win.output_size(), "output plane size");
-    assert_eq!(
-        masks.len(),
-        win.output[2].div_ceil(16),
-        "masks of another problem"
-    );
+    check_plane(p, (xp, wk, masks), dst.len());
     // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`.
     #[cfg(target_arch = "x86_64")]
     unsafe {
@@ -76,6 +67,20 @@ pub(crate) fn plane(
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (xp, wk, masks, dst);
+}
+
+/// Checks one plane's operands against `p` (which [`applies`]) and its output size.
+fn check_plane(p: &ConvProblem, (xp, wk, masks): (&[f32], &[f32], &[VectorMasks]), out: usize) {
+    assert!(applies(p), "depthwise kernel on an unsupported problem");
+    let win = &p.win;
+    assert_eq!(xp.len(), win.input_size(), "input plane size");
+    assert_eq!(wk.len(), win.kernel_size(), "weights size");
+    assert_eq!(out, win.output_size(), "output plane size");
+    assert_eq!(
+        masks.len(),
+        win.output[2].div_ceil(16),
+        "masks of another problem"
+    );
 }
 
 /// What a plane's sums start from and how they are stored.
@@ -99,16 +104,7 @@ pub(crate) fn plane_scaled(
     (scale, bias): (f32, f32),
     dst: &mut [MaybeUninit<f32>],
 ) {
-    assert!(applies(p), "depthwise kernel on an unsupported problem");
-    let win = &p.win;
-    assert_eq!(xp.len(), win.input_size(), "input plane size");
-    assert_eq!(wk.len(), win.kernel_size(), "weights size");
-    assert_eq!(dst.len(), win.output_size(), "output plane size");
-    assert_eq!(
-        masks.len(),
-        win.output[2].div_ceil(16),
-        "masks of another problem"
-    );
+    check_plane(p, (xp, wk, masks), dst.len());
     let finish = Finish::Scale(scale, bias);
     // SAFETY: AVX-512 F is available (`applies`); the plane sizes match `win`, and
     // `Finish::Scale` writes every element without reading any.
