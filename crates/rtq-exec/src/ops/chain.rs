@@ -201,15 +201,6 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             Code::Quantize => quantize = Some(quantizer(ctx, s[1] as usize, s[2] as usize)?),
         }
     }
-    // Without per-channel operands the whole tensor is one run of elements.
-    let per_channel = steps
-        .iter()
-        .any(|s| matches!(s, Step::Binary(_, Operand::PerChannel(_))));
-    let plane = if shape.len() >= 2 && per_channel {
-        inner
-    } else {
-        v.len()
-    };
     if let Some((pass, q)) = quantize
         .as_ref()
         .and_then(|q| Some((SinglePass::of(&steps)?, q)))
@@ -230,6 +221,15 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
         ]);
     }
+    // Without per-channel operands the whole tensor is one run of elements.
+    let per_channel = steps
+        .iter()
+        .any(|s| matches!(s, Step::Binary(_, Operand::PerChannel(_))));
+    let plane = if shape.len() >= 2 && per_channel {
+        inner
+    } else {
+        v.len()
+    };
     let chain = Chain {
         x: v,
         steps: &steps,
