@@ -96,8 +96,8 @@ fn epilogue_terms(ctx: &OpCtx<'_>, m: usize) -> Result<(Vec<f32>, Option<Vec<f32
 struct ConvWeights {
     gemm: OnceLock<PackedWeights>,
     direct: OnceLock<integer_direct::DirectWeights>,
-    /// Depthwise weights, INT8 values as f32.
-    depthwise: OnceLock<Vec<f32>>,
+    /// Depthwise weights.
+    depthwise: OnceLock<integer_depthwise::Weights>,
 }
 
 fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -138,8 +138,8 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         let packed = derived(ctx.memo(), ConvWeights::default);
         let w = packed
             .depthwise
-            .get_or_init(|| ws.iter().map(|&v| f32::from(v)).collect());
-        let path = integer_depthwise::Path::best(&p);
+            .get_or_init(|| integer_depthwise::Weights::new(ws, m, &w.shape()[2..]));
+        let path = integer_depthwise::Path::best(&p, isa(ctx)?);
         let out = integer_depthwise::conv(xs, w, &p, (&scale, bias.as_deref()), path);
         return Ok(vec![Tensor::from_f32(shape, out)]);
     }

@@ -9,9 +9,13 @@
 //! output planes that read it are computed (in cache, instead of a dequantized copy of the
 //! whole tensor in memory), with the weights converted once per node. The result is the
 //! same on every path (AVX-512 or the generic kernel) and equals INT32 arithmetic.
+//! Where the CPU has AVX-512 VNNI and VBMI, the sums are INT32 arithmetic itself
+//! ([`integer_depthwise_vnni`]), scaled the same way.
 
+use crate::igemm::Isa;
 use crate::ops::conv::{depthwise_plane, ConvProblem};
 use crate::ops::conv_depthwise;
+use crate::ops::integer_depthwise_vnni::{self, Packed};
 use crate::par;
 use crate::simd::multiversioned;
 use std::cell::RefCell;
@@ -22,19 +26,50 @@ pub(crate) const MAX_TAPS: usize = 1 << 10;
 /// Which float kernel computes the sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Path {
-    /// The AVX-512 depthwise kernel (where [`conv_depthwise::applies`]).
+    /// The INT32 kernel on AVX-512 VNNI (where [`integer_depthwise_vnni::applies`]).
+    Vnni,
+    /// The AVX-512 float depthwise kernel (where [`conv_depthwise::applies`]).
     Avx512,
     /// The generic depthwise kernel (any window, any CPU).
     Generic,
 }
 
 impl Path {
-    /// The fastest path for `p` on this CPU.
-    pub(crate) fn best(p: &ConvProblem) -> Path {
-        if conv_depthwise::applies(&one_plane(p)) {
+    /// The fastest path for `p` on this CPU when the integer products may use `isa`
+    /// (VNNI only with [`Isa::Avx512Vnni`]).
+    pub(crate) fn best(p: &ConvProblem, isa: Isa) -> Path {
+        if isa == Isa::Avx512Vnni && integer_depthwise_vnni::applies(p) {
+            Path::Vnni
+        } else if conv_depthwise::applies(&one_plane(p)) {
             Path::Avx512
         } else {
             Path::Generic
+        }
+    }
+}
+
+/// A depthwise convolution's weights, as each path reads them.
+pub(crate) struct Weights {
+    /// INT8 values as f32 (the float kernels').
+    values: Vec<f32>,
+    /// The VNNI kernel's packing, where the CPU has it and the kernel is narrow enough.
+    vnni: Option<Packed>,
+}
+
+impl Weights {
+    /// The weights `w` (`m x 1 x kh x kw`) of a 2-D or other convolution.
+    pub(crate) fn new(w: &[i8], m: usize, kernel: &[usize]) -> Weights {
+        let vnni = match *kernel {
+            [kh, kw]
+                if integer_depthwise_vnni::available() && kw <= integer_depthwise_vnni::MAX_KW =>
+            {
+                Some(Packed::new(w, m, [kh, kw]))
+            }
+            _ => None,
+        };
+        Weights {
+            values: w.iter().map(|&v| f32::from(v)).collect(),
+            vnni,
         }
     }
 }
@@ -67,13 +102,13 @@ thread_local! {
     static PLANE: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The convolution of `x` (`n x c x ...`, INT8) by `w` (`m x 1 x kernel`, INT8 values
-/// as f32) on `path`: `n * m * output_size` values, each its exact sum times
-/// `scale[m]`, plus `bias[m]` (0 when absent). `applies(p)` must hold, and `path` must
-/// be [`Path::Generic`] or [`Path::best`].
+/// The convolution of `x` (`n x c x ...`, INT8) by `w` (`m x 1 x kernel`) on `path`:
+/// `n * m * output_size` values, each its exact sum times `scale[m]`, plus `bias[m]`
+/// (0 when absent). `applies(p)` must hold, and `path` must be [`Path::Generic`] or
+/// [`Path::best`] (for any instruction set).
 pub(crate) fn conv(
     x: &[i8],
-    w: &[f32],
+    w: &Weights,
     p: &ConvProblem,
     (scale, bias): (&[f32], Option<&[f32]>),
     path: Path,
@@ -85,8 +120,17 @@ pub(crate) fn conv(
     let win = &p.win;
     let (in_sp, out_sp, taps) = (win.input_size(), win.output_size(), win.kernel_size());
     assert_eq!(x.len(), p.n * p.c * in_sp, "input size");
-    assert_eq!(w.len(), p.m * taps, "weights size");
+    assert_eq!(w.values.len(), p.m * taps, "weights size");
     assert_eq!(scale.len(), p.m, "scales");
+    let vnni = match path {
+        Path::Vnni => Some(
+            w.vnni
+                .as_ref()
+                .expect("VNNI weights where the path is VNNI"),
+        ),
+        _ => None,
+    };
+    let w = &w.values;
     let single = one_plane(p);
     let masks = (path == Path::Avx512).then(|| conv_depthwise::vector_masks(&single));
     let mult = p.m / p.group;
@@ -96,6 +140,16 @@ pub(crate) fn conv(
     par::written(len, mult * out_sp.max(1), len * taps, |index, planes| {
         let (ni, ci) = (index / p.c, index % p.c);
         let xp = &x[(ni * p.c + ci) * in_sp..][..in_sp];
+        if let Some(packed) = vnni {
+            integer_depthwise_vnni::with_plane(xp, p, |plane| {
+                for (j, dst) in planes.chunks_mut(out_sp.max(1)).enumerate() {
+                    let mo = ci * mult + j;
+                    let terms = (scale[mo], bias.map_or(0.0, |b| b[mo]));
+                    integer_depthwise_vnni::plane(plane, packed, mo, p, terms, dst);
+                }
+            });
+            return;
+        }
         PLANE.with_borrow_mut(|buf| {
             buf.resize(in_sp + 2 * MARGIN, 0.0);
             let plane = &mut buf[MARGIN..][..in_sp];
@@ -228,18 +282,29 @@ mod tests {
             problem(1, 2, 1, [12, 12], [7, 7], 1, 3, 1),
             problem(1, 2, 1, [15, 15], [3, 3], 1, 2, 2),
             problem(1, 1, 1, [9, 50], [1, 40], 1, 0, 1),
+            // Rows of several 16-column vectors and row blocks with a tail, no padding,
+            // kernels 4 and 8 wide (one and two groups of four taps).
+            problem(1, 2, 1, [23, 70], [3, 3], 1, 0, 1),
+            problem(1, 2, 1, [18, 81], [3, 4], 2, 1, 1),
+            problem(1, 2, 1, [14, 99], [2, 8], 1, 3, 1),
+            problem(2, 2, 3, [13, 37], [6, 8], 2, 3, 1),
         ];
+        let mut vnni_cases = 0;
         for (i, p) in cases.iter().enumerate() {
             let x = bytes(p.n * p.c * p.win.input_size(), i as u64);
             let wq = bytes(p.m * p.win.kernel_size(), 100 + i as u64);
-            let w: Vec<f32> = wq.iter().map(|&v| f32::from(v)).collect();
+            let w = Weights::new(&wq, p.m, &p.win.kernel[1..]);
             let scale: Vec<f32> = (0..p.m).map(|m| 0.01 + m as f32 * 1e-3).collect();
             let bias: Vec<f32> = (0..p.m).map(|m| m as f32 * 0.25 - 0.5).collect();
             let want = reference(&x, &wq, p, &scale, &bias);
             let mut paths = vec![Path::Generic];
-            if Path::best(p) == Path::Avx512 {
-                paths.push(Path::Avx512);
+            for isa in Isa::available() {
+                let best = Path::best(p, isa);
+                if !paths.contains(&best) {
+                    paths.push(best);
+                }
             }
+            vnni_cases += usize::from(paths.contains(&Path::Vnni));
             for path in paths {
                 let got = conv(&x, &w, p, (&scale, Some(&bias)), path);
                 let same = got
@@ -249,6 +314,9 @@ mod tests {
                 assert!(same && got.len() == want.len(), "case {i} on {path:?}");
             }
         }
+        if integer_depthwise_vnni::available() {
+            assert_eq!(vnni_cases, 9, "the cases the VNNI kernel takes");
+        }
     }
 
     #[test]
@@ -256,7 +324,7 @@ mod tests {
         // Every tap -128 * -128: the largest sum, 1024 * 2^14 = 2^24, still exact.
         let p = problem(1, 1, 1, [32, 32], [32, 32], 1, 0, 1);
         let x = vec![-128i8; 32 * 32];
-        let w = vec![-128.0f32; 32 * 32];
+        let w = Weights::new(&[-128; 32 * 32], 1, &[32, 32]);
         let got = conv(&x, &w, &p, (&[1.0], None), Path::Generic);
         assert_eq!(got, vec![16_777_216.0]);
     }

@@ -23,6 +23,7 @@ pub(crate) mod fused;
 mod gather;
 pub(crate) mod integer;
 pub(crate) mod integer_depthwise;
+mod integer_depthwise_vnni;
 mod integer_direct;
 mod matmul;
 mod nonzero;
