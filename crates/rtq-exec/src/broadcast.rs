@@ -4,7 +4,7 @@
 
 use rayon::prelude::*;
 
-use crate::par::PAR_MIN_ELEMS;
+use crate::par::{self, PAR_MIN_ELEMS, PIECE};
 
 /// The broadcast shape of `shapes`, or `None` when two extents clash.
 pub(crate) fn broadcast_shapes(shapes: &[&[usize]]) -> Option<Vec<usize>> {
@@ -168,17 +168,18 @@ where
     let shape = broadcast_shapes(&[ash, bsh])?;
     let n: usize = shape.iter().product();
     if ash == bsh {
-        let out = if n >= PAR_MIN_ELEMS {
-            a.par_iter()
-                .zip(b.par_iter())
-                .map(|(&x, &y)| f(x, y))
-                .collect()
-        } else {
-            a.iter().zip(b.iter()).map(|(&x, &y)| f(x, y)).collect()
-        };
+        // Slices zipped in each piece: the loop vectorizes (rayon's zipped iterators
+        // collect element by element).
+        let out = par::written(n, PIECE, n, |i, dst| {
+            let (xa, xb) = (&a[i * PIECE..][..dst.len()], &b[i * PIECE..][..dst.len()]);
+            for ((d, &x), &y) in dst.iter_mut().zip(xa).zip(xb) {
+                d.write(f(x, y));
+            }
+        });
         return Some((shape, out));
     }
-    let mut out = vec![O::default(); n];
+    // Every row is written: the output needs no zero fill.
+    let mut out = par::uninit_vec::<O>(n);
     let layout = Layout::new(&shape, [ash, bsh]);
     let [sa, sb] = layout.inner_strides();
     layout.for_each_row(&mut out, |row, [oa, ob]| {
@@ -186,29 +187,33 @@ where
         match (sa, sb) {
             (1, 1) => {
                 let (xa, xb) = (&a[oa..oa + len], &b[ob..ob + len]);
-                for i in 0..len {
-                    row[i] = f(xa[i], xb[i]);
+                for ((d, &x), &y) in row.iter_mut().zip(xa).zip(xb) {
+                    d.write(f(x, y));
                 }
             }
             (0, 1) => {
                 let (x, xb) = (a[oa], &b[ob..ob + len]);
-                for i in 0..len {
-                    row[i] = f(x, xb[i]);
+                for (d, &y) in row.iter_mut().zip(xb) {
+                    d.write(f(x, y));
                 }
             }
             (1, 0) => {
                 let (xa, y) = (&a[oa..oa + len], b[ob]);
-                for i in 0..len {
-                    row[i] = f(xa[i], y);
+                for (d, &x) in row.iter_mut().zip(xa) {
+                    d.write(f(x, y));
                 }
             }
             _ => {
                 let v = f(a[oa], b[ob]);
-                row.iter_mut().for_each(|o| *o = v);
+                row.iter_mut().for_each(|o| {
+                    o.write(v);
+                });
             }
         }
     });
-    Some((shape, out))
+    // SAFETY: `for_each_row` hands every row of `out` to the closure, which writes
+    // each of its elements.
+    Some((shape, unsafe { par::assume_written(out) }))
 }
 
 /// `f(c, x, y)` over the broadcast of three inputs; `None` when the shapes do not
@@ -279,6 +284,11 @@ mod tests {
             let ch = (i / hw) % c;
             assert_eq!(v, x[i] * b[ch]);
         }
+        // Same shapes, over several parallel pieces (not a whole number of them).
+        let y: Vec<i64> = x.iter().map(|v| v % 7 - 3).collect();
+        let (shape, out) = binary(&x, &[n, c, hw], &y, &[n, c, hw], |a, b| a - b).unwrap();
+        assert_eq!(shape, vec![n, c, hw]);
+        assert!(out.iter().enumerate().all(|(i, &v)| v == x[i] - y[i]));
     }
 
     #[test]

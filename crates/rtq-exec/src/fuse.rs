@@ -684,11 +684,19 @@ mod chain_tests {
     /// An op of a test chain: type, constant operand, whether the constant comes first.
     type Op<'a> = (&'a str, Option<Tensor>, bool);
 
-    /// `x` ([2, 3, 2, 5]) through `ops` (op, constant operand and whether it comes
+    /// The shape of the test chains' input.
+    const SMALL: [usize; 4] = [2, 3, 2, 5];
+
+    /// `x` ([`SMALL`]) through `ops` (op, constant operand and whether it comes
     /// first), then QuantizeLinear to `zero`'s type when given.
     fn chain(ops: &[Op<'_>], zero: Option<Tensor>) -> Graph {
+        chain_shaped(&SMALL, ops, zero)
+    }
+
+    /// [`chain`] on an input of shape `x_shape`.
+    fn chain_shaped(x_shape: &[usize], ops: &[Op<'_>], zero: Option<Tensor>) -> Graph {
         let mut g = Graph::new("g", 13);
-        let shape: Vec<Dim> = [2, 3, 2, 5].into_iter().map(Dim::Known).collect();
+        let shape: Vec<Dim> = x_shape.iter().map(|&d| Dim::Known(d)).collect();
         let mut v = g.add_input("x", DType::F32, shape.clone());
         for (i, (op, c, first)) in ops.iter().enumerate() {
             let mut inputs = vec![Some(v)];
@@ -724,6 +732,11 @@ mod chain_tests {
 
     /// Every output of `g` as bits, on inputs with NaN, infinities, ties and both zeros.
     fn run(g: &Graph) -> Vec<Vec<u64>> {
+        run_shaped(g, &SMALL)
+    }
+
+    /// [`run`] with an input of shape `shape`.
+    fn run_shaped(g: &Graph, shape: &[usize]) -> Vec<Vec<u64>> {
         let special = [
             f32::NAN,
             f32::INFINITY,
@@ -733,13 +746,13 @@ mod chain_tests {
             3.0,
             -3.0,
         ];
-        let x: Vec<f32> = (0..60)
+        let x: Vec<f32> = (0..shape.iter().product())
             .map(|i| match i % 10 {
                 0..=6 => special[i % 10],
                 _ => (i as f32 * 0.731).sin() * 9.0 + 0.0185,
             })
             .collect();
-        let x = Tensor::from_f32(vec![2, 3, 2, 5], x);
+        let x = Tensor::from_f32(shape.to_vec(), x);
         let outs = Plan::new(g).unwrap().run(&[("x".into(), x)]).unwrap();
         outs.iter()
             .map(|t| match t.data() {
@@ -805,12 +818,61 @@ mod chain_tests {
         assert_eq!(before, run(&g));
     }
 
+    /// Chains over tensors of several parallel pieces, not a whole number of them,
+    /// compute the graph's bits: residual operands are read at each piece's offset and
+    /// per-channel constants by each plane's channel.
+    #[test]
+    fn chains_over_many_pieces_compute_the_graphs_bits() {
+        // 50 142 elements: three pieces of `chain::TASK` and part of a fourth.
+        let big = [2, 3, 61, 137];
+        let scalar = Tensor::from_f32(vec![], vec![1.5]);
+        let per_channel = Tensor::from_f32(vec![1, 3, 1, 1], vec![0.5, -1.25, 3.0]);
+        let i8_zero = || Some(Tensor::new(vec![], TensorData::I8(vec![-3])).unwrap());
+        let cases: Vec<(Vec<Op<'_>>, Option<Tensor>)> = vec![
+            // The single pass, and steps then a quantization.
+            (
+                vec![("Relu", None, false), ("Mul", Some(scalar.clone()), false)],
+                i8_zero(),
+            ),
+            (vec![("Div", Some(scalar.clone()), false)], i8_zero()),
+            // Float output, by whole-tensor pieces and by planes.
+            (
+                vec![("Add", Some(scalar), true), ("Relu", None, false)],
+                None,
+            ),
+            (
+                vec![("Mul", Some(per_channel), false), ("Relu", None, false)],
+                i8_zero(),
+            ),
+        ];
+        for (ops, zero) in cases {
+            let mut g = chain_shaped(&big, &ops, zero);
+            let before = run_shaped(&g, &big);
+            assert_eq!(fuse_chains(&mut g), 1, "{ops:?}");
+            assert_eq!(before, run_shaped(&g, &big), "{ops:?}");
+        }
+        let ops = [("Add", Some(false)), ("Relu", None), ("Sub", Some(true))];
+        let mut g = residual_chain_shaped(&big, &ops, &big);
+        let before = run_residual_shaped(&g, &big, &big);
+        assert_eq!(fuse_chains(&mut g), 1);
+        assert_eq!(before, run_residual_shaped(&g, &big, &big));
+    }
+
     /// `x` and a second input `y` of `y_shape` through `ops`: each reads the previous
     /// value (first: `x`) and, where marked, `y` (before or after it).
     fn residual_chain(ops: &[(&str, Option<bool>)], y_shape: &[usize]) -> Graph {
+        residual_chain_shaped(&SMALL, ops, y_shape)
+    }
+
+    /// [`residual_chain`] with `x` of shape `x_shape`.
+    fn residual_chain_shaped(
+        x_shape: &[usize],
+        ops: &[(&str, Option<bool>)],
+        y_shape: &[usize],
+    ) -> Graph {
         let mut g = Graph::new("g", 13);
         let dims = |s: &[usize]| s.iter().map(|&d| Dim::Known(d)).collect::<Vec<_>>();
-        let shape = dims(&[2, 3, 2, 5]);
+        let shape = dims(x_shape);
         let mut v = g.add_input("x", DType::F32, shape.clone());
         let y = g.add_input("y", DType::F32, dims(y_shape));
         for (i, &(op, y_first)) in ops.iter().enumerate() {
@@ -827,8 +889,13 @@ mod chain_tests {
         g
     }
 
-    /// The output bits of `g` on `x` and `y` (each 60 values with specials).
+    /// The output bits of `g` on `x` ([`SMALL`]) and `y` (values with specials).
     fn run_residual(g: &Graph, y_shape: &[usize]) -> Vec<u32> {
+        run_residual_shaped(g, &SMALL, y_shape)
+    }
+
+    /// [`run_residual`] with `x` of shape `x_shape`.
+    fn run_residual_shaped(g: &Graph, x_shape: &[usize], y_shape: &[usize]) -> Vec<u32> {
         let values = |n: usize, phase: f32| -> Vec<f32> {
             (0..n)
                 .map(|i| match i % 9 {
@@ -839,7 +906,7 @@ mod chain_tests {
                 })
                 .collect()
         };
-        let x = Tensor::from_f32(vec![2, 3, 2, 5], values(60, 0.0));
+        let x = Tensor::from_f32(x_shape.to_vec(), values(x_shape.iter().product(), 0.0));
         let y_len = y_shape.iter().product();
         let y = Tensor::from_f32(y_shape.to_vec(), values(y_len, 1.3));
         let outs = Plan::new(g)

@@ -7,6 +7,10 @@ use std::mem::MaybeUninit;
 /// Element count from which elementwise work is spread over threads.
 pub(crate) const PAR_MIN_ELEMS: usize = 1 << 15;
 
+/// Elements per parallel piece of a streaming elementwise pass (a few L1-sized
+/// blocks, many pieces per thread on big tensors).
+pub(crate) const PIECE: usize = 1 << 14;
+
 /// A raw output pointer shared by parallel tasks that write disjoint elements.
 #[derive(Clone, Copy)]
 pub(crate) struct OutPtr<T>(pub *mut T);

@@ -205,11 +205,12 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         .as_ref()
         .and_then(|q| Some((SinglePass::of(&steps)?, q)))
     {
-        // The whole chain in the quantization's loop: no steps run before it.
+        // The whole chain in the quantization's loop: no steps run before it, and
+        // no operand depends on the channel, so any piece of the tensor is a plane.
         let chain = Chain {
             x: v,
             steps: &[],
-            plane: v.len(),
+            plane: TASK.min(v.len()),
             channels: 1,
         };
         let data = if q.unsigned {
@@ -221,14 +222,15 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
         ]);
     }
-    // Without per-channel operands the whole tensor is one run of elements.
+    // Without per-channel operands any piece of the tensor is a plane: pieces of a
+    // task's size let the tasks spread over threads.
     let per_channel = steps
         .iter()
         .any(|s| matches!(s, Step::Binary(_, Operand::PerChannel(_))));
     let plane = if shape.len() >= 2 && per_channel {
         inner
     } else {
-        v.len()
+        TASK.min(v.len())
     };
     let chain = Chain {
         x: v,

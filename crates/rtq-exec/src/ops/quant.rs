@@ -9,7 +9,7 @@ use crate::ctx::OpCtx;
 use crate::elem::{with_numeric, Elem};
 use crate::float::{f32_view, from_f32};
 use crate::fp8::{f8_from_f32, f8_to_f32};
-use crate::par;
+use crate::par::{self, PIECE};
 use crate::registry::Kernel;
 use crate::simd::multiversioned;
 use crate::ExecError;
@@ -190,20 +190,22 @@ pub(crate) fn quantize_8bit_mapped<T: Copy>(
 
 /// Quantizes `x` into 8-bit integers (`lo..=hi` the type's range; `cast` narrows an
 /// in-range i32): the same values as [`quantize_typed`], faster.
-fn quantize_8bit<T: Copy + Default>(
+fn quantize_8bit<T: Copy + Default + Send>(
     x: &[f32],
     scale: &[f32],
     zp: &[f64],
     g: &Granularity,
     (lo, hi): (f32, f32),
-    cast: impl Fn(i32) -> T + Copy,
+    cast: impl Fn(i32) -> T + Copy + Sync + Send,
 ) -> Vec<T> {
     if *g == Granularity::Tensor {
-        // One scale: a single pass, in the widest vectors the CPU has.
-        let mut out = Vec::with_capacity(x.len());
+        // One scale: a single pass, in the widest vectors the CPU has, in pieces
+        // spread over threads for big tensors.
         let (s, z) = (scale[0], zp[0] as f32);
-        wide::extend_quantized(&mut out, x, s, z, (lo - z, hi - z), cast);
-        return out;
+        return par::written(x.len(), PIECE, x.len(), |i, dst| {
+            let src = &x[i * PIECE..][..dst.len()];
+            wide::quantize_into(dst, src, (|v| v, s, z), (lo - z, hi - z), cast);
+        });
     }
     let mut out = vec![T::default(); x.len()];
     g.for_each_run(x.len(), |range, s0, step| {
@@ -269,28 +271,6 @@ mod wide {
         cast: impl Fn(i32) -> T,
     ) {
         body(out, x, terms, b, cast)
-    }
-
-    /// Appends [`body`]'s values to `out`.
-    pub(super) fn extend_quantized<T>(
-        out: &mut Vec<T>,
-        x: &[f32],
-        s: f32,
-        z: f32,
-        bounds: (f32, f32),
-        cast: impl Fn(i32) -> T,
-    ) {
-        out.reserve(x.len());
-        let start = out.len();
-        quantize_into(
-            &mut out.spare_capacity_mut()[..x.len()],
-            x,
-            (|v| v, s, z),
-            bounds,
-            cast,
-        );
-        // SAFETY: `quantize_into` initialized the next `x.len()` elements.
-        unsafe { out.set_len(start + x.len()) };
     }
 
     /// [`body`] in the best instruction set available.
@@ -446,9 +426,6 @@ fn dequantize_8bit<T: Copy>(
     out
 }
 
-/// Elements per parallel piece of a per-tensor dequantization.
-const DEQUANTIZE_CHUNK: usize = 1 << 14;
-
 /// Per-tensor dequantization of 8-bit data by `piece` (one of the multiversioned loops
 /// below), in parallel for big tensors: the same values as [`dequantize_8bit`].
 fn dequantize_tensor<T: Sync>(
@@ -457,8 +434,8 @@ fn dequantize_tensor<T: Sync>(
     z: i32,
     piece: fn(&[T], &mut [MaybeUninit<f32>], i32, f32),
 ) -> Vec<f32> {
-    par::written(q.len(), DEQUANTIZE_CHUNK, q.len(), |i, dst| {
-        piece(&q[i * DEQUANTIZE_CHUNK..][..dst.len()], dst, z, s)
+    par::written(q.len(), PIECE, q.len(), |i, dst| {
+        piece(&q[i * PIECE..][..dst.len()], dst, z, s)
     })
 }
 
@@ -1130,7 +1107,15 @@ mod fast_paths {
                     dequantize_typed(&q, &[scale], &[z], &g)
                 );
                 // The per-tensor loops, over several parallel pieces.
-                let long: Vec<i8> = (0..3 * DEQUANTIZE_CHUNK + 5).map(|i| i as i8).collect();
+                let wide: Vec<f32> = (0..3 * PIECE + 5)
+                    .map(|i| (i as f32 * 0.37).sin() * 300.0 * scale)
+                    .collect();
+                assert_eq!(
+                    quantize_8bit(&wide, &[scale], &[zp], &g, (-128.0, 127.0), |v| v as i8),
+                    quantize_typed::<i8>(&wide, &[scale], &[zp], &g),
+                    "{scale} {zp}"
+                );
+                let long: Vec<i8> = (0..3 * PIECE + 5).map(|i| i as i8).collect();
                 assert_eq!(
                     dequantize_tensor(&long, scale, z as i32, dequantize_i8),
                     dequantize_typed(&long, &[scale], &[z], &g)

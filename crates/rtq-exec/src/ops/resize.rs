@@ -11,6 +11,7 @@ use crate::par;
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::Tensor;
+use std::mem::MaybeUninit;
 
 /// Resize kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Resize", resize)];
@@ -461,13 +462,10 @@ fn gather_planes(
     cols: &[usize],
 ) -> Vec<f32> {
     let (oh, ow) = (rows.len(), cols.len());
-    let mut out = vec![0.0f32; planes * oh * ow];
-    if out.is_empty() {
-        return out;
-    }
     let repeat = repeat_factor(cols, iw);
-    let work = out.len();
-    par::chunks_mut(&mut out, oh * ow, work, |p, dst| {
+    let len = planes * oh * ow;
+    // Every element of each plane is written: the output needs no zero fill.
+    par::written(len, oh * ow, len, |p, dst| {
         let src = &data[p * ih * iw..][..ih * iw];
         for (y, &r) in rows.iter().enumerate() {
             let (done, rest) = dst.split_at_mut(y * ow);
@@ -478,8 +476,7 @@ fn gather_planes(
                 gather_row(&src[r * iw..][..iw], cols, repeat, row);
             }
         }
-    });
-    out
+    })
 }
 
 /// `f` when `cols` repeats every one of the `iw` source columns `f` times in order
@@ -497,20 +494,24 @@ fn repeat_factor(cols: &[usize], iw: usize) -> Option<usize> {
 
 /// One output row, `dst[x] = src[cols[x]]`; when the columns repeat every source
 /// element by `repeat` (1, 2, 4 or 8), as loops the compiler vectorizes.
-fn gather_row(src: &[f32], cols: &[usize], repeat: Option<usize>, dst: &mut [f32]) {
+fn gather_row(src: &[f32], cols: &[usize], repeat: Option<usize>, dst: &mut [MaybeUninit<f32>]) {
     match repeat {
-        Some(1) => dst.copy_from_slice(src),
+        Some(1) => dst.iter_mut().zip(src).for_each(|(d, &v)| {
+            d.write(v);
+        }),
         Some(2) => repeat_each::<2>(src, dst),
         Some(4) => repeat_each::<4>(src, dst),
         Some(8) => repeat_each::<8>(src, dst),
-        _ => dst.iter_mut().zip(cols).for_each(|(d, &c)| *d = src[c]),
+        _ => dst.iter_mut().zip(cols).for_each(|(d, &c)| {
+            d.write(src[c]);
+        }),
     }
 }
 
 /// `dst` holds every element of `src` `F` times in a row.
-fn repeat_each<const F: usize>(src: &[f32], dst: &mut [f32]) {
+fn repeat_each<const F: usize>(src: &[f32], dst: &mut [MaybeUninit<f32>]) {
     for (d, &v) in dst.chunks_exact_mut(F).zip(src) {
-        d.copy_from_slice(&[v; F]);
+        d.copy_from_slice(&[MaybeUninit::new(v); F]);
     }
 }
 #[cfg(test)]
