@@ -5,8 +5,10 @@ For each model: the FP32 model and the INT8 Q/DQ model rtq builds from it (entro
 calibrated on seeded random inputs: the timing, not the accuracy, is measured here),
 each timed with `rtq bench` and with an onnxruntime session on the same input, the
 same number of threads (RAYON_NUM_THREADS / intra_op_num_threads), a warm-up, then
-median and p99 over at least `--duration` seconds. Prints one table per thread count
-with the ratios (> 1: rtq is slower). rtq's INT8 model runs on its integer kernels
+median and p99 over at least `--duration` seconds, each in its own process. Prints one
+table per thread count with the ratios (> 1: rtq is slower), then each process's peak
+resident memory (rtq: `rtq bench`'s own report; onnxruntime: its Python process, whose
+interpreter, numpy and onnxruntime imports are given apart as its baseline). rtq's INT8 model runs on its integer kernels
 (the default); the last column times it with `--float-qdq` (Q/DQ emulated in float)
 for comparison.
 
@@ -65,17 +67,44 @@ def build_int8(rtq, model, name, shape, work):
 
 
 def time_rtq(rtq, model, name, shape, threads, duration, extra=()):
+    """(median ms, p99 ms, peak RSS MiB) of `rtq bench`."""
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
     run = subprocess.run([rtq, "bench", model, "--backend", "cpu", "--duration", str(duration),
                           "--shapes", f"{name}:{'x'.join(map(str, shape))}", "--json", *extra],
                          capture_output=True, text=True, env=env)
     if run.returncode != 0:
         sys.exit(f"rtq bench {model} failed:\n{run.stderr}")
-    lat = json.loads(run.stdout)["latency_ms"]
-    return lat["median"], lat["p99"]
+    report = json.loads(run.stdout)
+    lat = report["latency_ms"]
+    rss = (report.get("host_memory") or {}).get("peak_rss_mib", float("nan"))
+    return lat["median"], lat["p99"], rss
+
+
+def resident_mib():
+    """(current, peak) resident memory of this process in MiB (Linux), else NaNs."""
+    try:
+        with open("/proc/self/status") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        kib = lambda k: float(fields[k].split()[0]) / 1024.0  # noqa: E731
+        return kib("VmRSS"), kib("VmHWM")
+    except (OSError, KeyError, ValueError):
+        return float("nan"), float("nan")
 
 
 def time_ort(model, name, shape, threads, duration):
+    """(median ms, p99 ms, peak RSS MiB, baseline RSS MiB) of an onnxruntime session, timed
+    in a child process of its own so that its memory is its own."""
+    run = subprocess.run([sys.executable, os.path.abspath(__file__), "_ort", model, name,
+                          ",".join(map(str, shape)), str(threads), str(duration)],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"onnxruntime on {model} failed:\n{run.stderr}")
+    r = json.loads(run.stdout)
+    return r["median"], r["p99"], r["peak_rss_mib"], r["baseline_rss_mib"]
+
+
+def ort_child(model, name, shape, threads, duration):
+    baseline, _ = resident_mib()
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
@@ -90,7 +119,9 @@ def time_ort(model, name, shape, threads, duration):
         t = time.perf_counter()
         sess.run(None, x)
         times.append(1e3 * (time.perf_counter() - t))
-    return float(np.median(times)), float(np.percentile(times, 99))
+    _, peak = resident_mib()
+    print(json.dumps({"median": float(np.median(times)), "p99": float(np.percentile(times, 99)),
+                      "peak_rss_mib": peak, "baseline_rss_mib": baseline}))
 
 
 def main():
@@ -111,6 +142,7 @@ def main():
         print("| model | rtq FP32 | onnxruntime FP32 | ratio | rtq INT8 | onnxruntime INT8 | ratio "
               "| rtq INT8 / rtq FP32 | rtq INT8 float-emulated (--float-qdq) |\n"
               "|---|---|---|---|---|---|---|---|---|")
+        memory = []
         for label, fp32, int8, name, shape in built:
             r32 = time_rtq(args.rtq, fp32, name, shape, threads, args.duration)
             o32 = time_ort(fp32, name, shape, threads, args.duration)
@@ -121,7 +153,18 @@ def main():
             print(f"| {label} | {cell(r32)} | {cell(o32)} | {r32[0] / o32[0]:.2f} | {cell(r8)} | "
                   f"{cell(o8)} | {r8[0] / o8[0]:.2f} | {r8[0] / r32[0]:.2f} | {cell(e8)} |",
                   flush=True)
+            memory.append((label, r32[2], o32[2], r8[2], o8[2], min(o32[3], o8[3])))
+        print(f"\n{threads} thread(s), peak resident memory of each timing process, MiB "
+              "(onnxruntime's includes its Python baseline, given apart)")
+        print("| model | rtq FP32 | onnxruntime FP32 | rtq INT8 | onnxruntime INT8 "
+              "| onnxruntime baseline (Python, numpy, onnxruntime) |\n|---|---|---|---|---|---|")
+        for label, *mib in memory:
+            print(f"| {label} | " + " | ".join(f"{v:.0f}" for v in mib) + " |", flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "_ort":
+        _, _, m, n, shp, t, d = sys.argv
+        ort_child(m, n, [int(v) for v in shp.split(",")], int(t), float(d))
+    else:
+        main()

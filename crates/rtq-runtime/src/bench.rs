@@ -7,11 +7,13 @@
 //! with CUDA events (trtexec's "GPU Compute Time").
 
 mod inputs;
+mod memory;
 mod profile;
 mod report;
 mod stats;
 
 pub use inputs::{make_inputs, make_inputs_for, resolve_shape, InputFill, InputSpec};
+pub use memory::HostMemory;
 pub use profile::{LayerProfile, Profile};
 pub use report::BenchReport;
 pub use stats::{percentile, LatencyStats};
@@ -81,6 +83,7 @@ pub fn run_benchmark(
         warmup_iterations += 1;
     }
     let warmup_time = warmup_start.elapsed();
+    let resident_after_warmup = memory::resident();
 
     let mut host_ms = Vec::with_capacity(options.iterations as usize);
     let mut device_ms = Vec::with_capacity(options.iterations as usize);
@@ -94,6 +97,9 @@ pub fn run_benchmark(
         }
     }
     let total = start.elapsed().as_secs_f64();
+    let host_memory = resident_after_warmup
+        .zip(memory::resident())
+        .map(|(warm, run)| HostMemory::of(warm, run));
 
     let latency_ms =
         LatencyStats::from_samples(&host_ms).ok_or_else(|| RuntimeError::Execution {
@@ -128,5 +134,6 @@ pub fn run_benchmark(
             .then(|| LatencyStats::from_samples(&device_ms))
             .flatten(),
         profile: Profile::from_runs(&profiled),
+        host_memory,
     })
 }

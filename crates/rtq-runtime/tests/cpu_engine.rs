@@ -110,6 +110,14 @@ fn benchmarks_the_cpu_backend() {
     assert!(report.latency_ms.median <= report.latency_ms.p99);
     assert!(report.latency_ms.p99 <= report.latency_ms.max);
     assert!(report.device_compute_ms.is_none());
+    // The process's resident memory, where the platform reports it.
+    if cfg!(target_os = "linux") {
+        let memory = report.host_memory.expect("Linux reports resident memory");
+        assert!(memory.peak_rss_mib >= memory.rss_after_run_mib.max(memory.rss_after_warmup_mib));
+        assert!(memory.rss_after_warmup_mib > 0.0);
+        assert!(report.to_text().contains("Host memory: peak RSS"));
+        assert!(report.to_json().contains("\"peak_rss_mib\""));
+    }
     // Every node of the MLP profiled (the bias Add and Relu run as one chain), in
     // execution order, over the 3 profiled runs.
     let profile = report.profile.as_ref().expect("the CPU backend profiles");

@@ -1,5 +1,6 @@
 //! The benchmark report and its text and JSON forms.
 
+use super::memory::HostMemory;
 use super::profile::Profile;
 use super::stats::LatencyStats;
 use crate::backend::BackendKind;
@@ -36,6 +37,9 @@ pub struct BenchReport {
     /// Per-layer times from separate profiled runs (`profile_runs`; backends that can).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<Profile>,
+    /// The process's resident memory (where the platform reports it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory: Option<HostMemory>,
 }
 
 impl BenchReport {
@@ -67,6 +71,9 @@ impl BenchReport {
             "Total Host Walltime: {:.5} s ({} iterations; warm-up: {} iterations in {:.5} s)\n",
             self.total_time_s, self.iterations, self.warmup_iterations, self.warmup_time_s
         ));
+        if let Some(memory) = &self.host_memory {
+            out.push_str(&format!("Host memory: {}\n", memory.summary_line()));
+        }
         if let Some(profile) = &self.profile {
             out.push_str(&profile.to_text(15));
         }
@@ -100,6 +107,7 @@ mod tests {
             latency_ms: stats,
             device_compute_ms: device.then_some(stats),
             profile: None,
+            host_memory: None,
         }
     }
 
