@@ -2,24 +2,54 @@
 
 use crate::ctx::OpCtx;
 use crate::elem::{with_any, Storage};
+use crate::par::{self, OutPtr, PAR_MIN_ELEMS};
 use crate::registry::Kernel;
 use crate::ExecError;
+use rayon::prelude::*;
 use rtq_ir::Tensor;
 
 /// Concat/Split kernels by op type.
 pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Concat", concat), ("Split", split)];
 
 /// Interleaves `outer` blocks of each part: block `o` of part `i` has `blocks[i]`
-/// elements.
-fn concat_typed<T: Clone>(parts: &[&[T]], blocks: &[usize], outer: usize) -> Vec<T> {
+/// elements. Big outputs are copied block by block on every thread.
+fn concat_typed<T: Clone + Send + Sync>(parts: &[&[T]], blocks: &[usize], outer: usize) -> Vec<T> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    let mut out = Vec::with_capacity(total);
-    for o in 0..outer {
-        for (p, &b) in parts.iter().zip(blocks) {
-            out.extend_from_slice(&p[o * b..(o + 1) * b]);
+    let copies = outer * parts.len();
+    if total < PAR_MIN_ELEMS || copies < 2 {
+        let mut out = Vec::with_capacity(total);
+        for o in 0..outer {
+            for (p, &b) in parts.iter().zip(blocks) {
+                out.extend_from_slice(&p[o * b..(o + 1) * b]);
+            }
         }
+        return out;
     }
-    out
+    // Copy `c` (block `c / parts` of part `c % parts`) starts at `starts[c]`.
+    let row: usize = blocks.iter().sum();
+    let starts: Vec<usize> = (0..outer)
+        .flat_map(|o| {
+            blocks.iter().scan(o * row, |at, &b| {
+                let start = *at;
+                *at += b;
+                Some(start)
+            })
+        })
+        .collect();
+    let mut out = par::uninit_vec::<T>(total);
+    let dst = &OutPtr(out.as_mut_ptr());
+    (0..copies).into_par_iter().for_each(|c| {
+        let (o, i) = (c / parts.len(), c % parts.len());
+        let b = blocks[i];
+        // SAFETY: copies write disjoint ranges `starts[c]..starts[c] + b` of `out`,
+        // which the blocks of every part fill exactly (`total` elements).
+        let block = unsafe { std::slice::from_raw_parts_mut(dst.0.add(starts[c]), b) };
+        for (d, v) in block.iter_mut().zip(&parts[i][o * b..(o + 1) * b]) {
+            d.write(v.clone());
+        }
+    });
+    // SAFETY: every element was written by its block's copy.
+    unsafe { par::assume_written(out) }
 }
 
 fn concat(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
@@ -157,6 +187,43 @@ mod tests {
         let f = Tensor::from_f32(vec![2, 1], vec![0.0; 2]);
         assert!(eval_node(&n, &[Some(&a), Some(&f)]).is_err());
         assert!(eval_node(&node("Concat", &[], 1), &[Some(&a)]).is_err());
+    }
+
+    #[test]
+    fn big_concats_copy_every_block_in_place() {
+        // Parts of different extents, on the middle axis, past the parallel threshold.
+        let (outer, inner) = (3, 4096);
+        let extents = [2usize, 5, 1];
+        let parts: Vec<Vec<i64>> = extents
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| {
+                (0..outer * e * inner)
+                    .map(|v| (v * 10 + i) as i64)
+                    .collect()
+            })
+            .collect();
+        let tensors: Vec<Tensor> = parts
+            .iter()
+            .zip(extents)
+            .map(|(p, e)| Tensor::from_i64(vec![outer, e, inner], p.clone()))
+            .collect();
+        let inputs: Vec<Option<&Tensor>> = tensors.iter().map(Some).collect();
+        let n = node("Concat", &[("axis", Attr::Int(1))], 1);
+        let y = eval_node(&n, &inputs).unwrap().remove(0);
+        assert_eq!(y.shape(), &[outer, 8, inner]);
+        let mut expected = Vec::new();
+        for o in 0..outer {
+            for (p, e) in parts.iter().zip(extents) {
+                expected.extend_from_slice(&p[o * e * inner..(o + 1) * e * inner]);
+            }
+        }
+        assert_eq!(y.as_i64().unwrap(), &expected[..]);
+        // Strings take the same path.
+        let words: Vec<String> = (0..40_000).map(|v| v.to_string()).collect();
+        let (a, b) = words.split_at(15_000);
+        let joined = super::concat_typed(&[a, b], &[15_000, 25_000], 1);
+        assert_eq!(joined, words);
     }
 
     #[test]

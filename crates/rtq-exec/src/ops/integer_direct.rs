@@ -135,51 +135,76 @@ impl Geometry {
 }
 
 /// One image's input in the padded, phase-split layout: `[c/4][phases][phase_len][4]`,
-/// offset by 128.
+/// offset by 128. Big inputs are laid out one channel group per task.
 fn pad_input(x: &[i8], c: usize, win: &Window, g: &Geometry) -> Vec<u8> {
+    let groups = c.div_ceil(4);
+    let group_bytes = g.group_len() * 4;
+    let mut buf = crate::par::uninit_vec::<u8>(groups * group_bytes);
+    let fill = |(gi, dst): (usize, &mut [MaybeUninit<u8>])| pad_group(x, c, gi, win, g, dst);
+    if buf.len() >= PARALLEL_PAD_BYTES && groups > 1 {
+        buf.par_chunks_exact_mut(group_bytes)
+            .enumerate()
+            .for_each(fill);
+    } else {
+        buf.chunks_exact_mut(group_bytes).enumerate().for_each(fill);
+    }
+    // SAFETY: `pad_group` wrote every byte of each group.
+    unsafe { crate::par::assume_written(buf) }
+}
+
+/// Padded inputs of at least this many bytes are laid out on every thread.
+const PARALLEL_PAD_BYTES: usize = 1 << 16;
+
+/// Channel group `gi` of [`pad_input`]'s layout into `dst` (every byte written).
+fn pad_group(
+    x: &[i8],
+    c: usize,
+    gi: usize,
+    win: &Window,
+    g: &Geometry,
+    dst: &mut [MaybeUninit<u8>],
+) {
     let [_, ih, iw] = win.input;
     let (top, left) = (win.pad_begin[1], win.pad_begin[2]);
     let s = g.stride;
-    let groups = c.div_ceil(4);
-    let mut buf = vec![0x80u8; groups * g.group_len() * 4];
+    dst.fill(MaybeUninit::new(0x80));
+    // SAFETY: every byte was just written.
+    let dst = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
     let plane = ih * iw;
     let zero_row = vec![0i8; iw];
     let mut row = vec![0u8; iw * 4];
-    for (gi, dst) in buf.chunks_exact_mut(g.group_len() * 4).enumerate() {
-        for y in 0..ih {
-            let rows: [&[i8]; 4] = std::array::from_fn(|u| {
-                let ci = gi * 4 + u;
-                if ci < c {
-                    &x[ci * plane + y * iw..][..iw]
-                } else {
-                    &zero_row[..]
-                }
-            });
-            let py = y + top;
-            let phase_row = |px: usize| ((py % s) * s + px % s) * g.phase_len + (py / s) * g.wq;
-            if s == 1 {
-                let start = (phase_row(0) + left) * 4;
-                crate::igemm::interleave_rows(rows, &mut dst[start..start + iw * 4]);
+    for y in 0..ih {
+        let rows: [&[i8]; 4] = std::array::from_fn(|u| {
+            let ci = gi * 4 + u;
+            if ci < c {
+                &x[ci * plane + y * iw..][..iw]
+            } else {
+                &zero_row[..]
+            }
+        });
+        let py = y + top;
+        let phase_row = |px: usize| ((py % s) * s + px % s) * g.phase_len + (py / s) * g.wq;
+        if s == 1 {
+            let start = (phase_row(0) + left) * 4;
+            crate::igemm::interleave_rows(rows, &mut dst[start..start + iw * 4]);
+            continue;
+        }
+        crate::igemm::interleave_rows(rows, &mut row);
+        // Padded columns of phase q: input columns xi = q - left (mod s), s apart,
+        // consecutive words in the phase row from padded column px / s.
+        for q in 0..s {
+            let first = (q + s - left % s) % s;
+            if first >= iw {
                 continue;
             }
-            crate::igemm::interleave_rows(rows, &mut row);
-            // Padded columns of phase q: input columns xi = q - left (mod s), s apart,
-            // consecutive words in the phase row from padded column px / s.
-            for q in 0..s {
-                let first = (q + s - left % s) % s;
-                if first >= iw {
-                    continue;
-                }
-                let px = first + left;
-                let at = (phase_row(px) + px / s) * 4;
-                let words = row[first * 4..].chunks(4 * s).map(|w| &w[..4]);
-                for (d, word) in dst[at..].chunks_exact_mut(4).zip(words) {
-                    d.copy_from_slice(word);
-                }
+            let px = first + left;
+            let at = (phase_row(px) + px / s) * 4;
+            let words = row[first * 4..].chunks(4 * s).map(|w| &w[..4]);
+            for (d, word) in dst[at..].chunks_exact_mut(4).zip(words) {
+                d.copy_from_slice(word);
             }
         }
     }
-    buf
 }
 
 /// The convolution of `x` (`n x c x ih x iw`, INT8) into `out` (`n x m x oh x ow`,
@@ -432,6 +457,9 @@ mod tests {
             (2, 20, 9, [9, 8], [3, 3], 2, [1, 1], [1, 1]),
             (1, 5, 8, [6, 35], [3, 2], 2, [0, 1], [1, 0]),
             (1, 4, 8, [1, 41], [1, 3], 2, [0, 1], [0, 1]),
+            // Inputs laid out one channel group per task (at least 64 KiB padded).
+            (1, 18, 8, [64, 66], [3, 3], 1, [1, 1], [1, 1]),
+            (2, 10, 8, [90, 81], [3, 3], 2, [1, 1], [0, 1]),
         ] {
             let win = window(input, kernel, stride, begin, end);
             let taps = win.kernel_size();
