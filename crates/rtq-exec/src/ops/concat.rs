@@ -15,39 +15,35 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Concat", concat), ("Split", sp
 /// elements. Big outputs are copied block by block on every thread.
 fn concat_typed<T: Clone + Send + Sync>(parts: &[&[T]], blocks: &[usize], outer: usize) -> Vec<T> {
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    let copies = outer * parts.len();
-    if total < PAR_MIN_ELEMS || copies < 2 {
-        let mut out = Vec::with_capacity(total);
-        for o in 0..outer {
-            for (p, &b) in parts.iter().zip(blocks) {
-                out.extend_from_slice(&p[o * b..(o + 1) * b]);
-            }
-        }
-        return out;
-    }
-    // Copy `c` (block `c / parts` of part `c % parts`) starts at `starts[c]`.
     let row: usize = blocks.iter().sum();
-    let starts: Vec<usize> = (0..outer)
-        .flat_map(|o| {
-            blocks.iter().scan(o * row, |at, &b| {
-                let start = *at;
-                *at += b;
-                Some(start)
-            })
+    // Where part `i`'s block starts within each row of the output.
+    let offsets: Vec<usize> = blocks
+        .iter()
+        .scan(0, |at, &b| {
+            let start = *at;
+            *at += b;
+            Some(start)
         })
         .collect();
     let mut out = par::uninit_vec::<T>(total);
     let dst = &OutPtr(out.as_mut_ptr());
-    (0..copies).into_par_iter().for_each(|c| {
+    // Copy `c`: block `c / parts` of part `c % parts`.
+    let copy = |c: usize| {
         let (o, i) = (c / parts.len(), c % parts.len());
         let b = blocks[i];
-        // SAFETY: copies write disjoint ranges `starts[c]..starts[c] + b` of `out`,
+        // SAFETY: copies write disjoint ranges `o * row + offsets[i]..+ b` of `out`,
         // which the blocks of every part fill exactly (`total` elements).
-        let block = unsafe { std::slice::from_raw_parts_mut(dst.0.add(starts[c]), b) };
+        let block = unsafe { std::slice::from_raw_parts_mut(dst.0.add(o * row + offsets[i]), b) };
         for (d, v) in block.iter_mut().zip(&parts[i][o * b..(o + 1) * b]) {
             d.write(v.clone());
         }
-    });
+    };
+    let copies = outer * parts.len();
+    if total >= PAR_MIN_ELEMS && copies > 1 {
+        (0..copies).into_par_iter().for_each(copy);
+    } else {
+        (0..copies).for_each(copy);
+    }
     // SAFETY: every element was written by its block's copy.
     unsafe { par::assume_written(out) }
 }
