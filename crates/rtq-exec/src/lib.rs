@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod arena;
 mod broadcast;
 mod ctx;
 mod elem;
@@ -43,6 +44,7 @@ mod registry;
 mod simd;
 mod strided;
 
+pub use arena::{into_le_bytes, recycle_tensor, tensor_from_le_bytes};
 pub use error::ExecError;
 pub use fuse::{fuse_activations, fuse_chains};
 pub use lower::lower_to_integer;

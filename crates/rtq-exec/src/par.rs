@@ -28,13 +28,13 @@ impl<T> OutPtr<T> {
     }
 }
 
-/// `f` applied to every element of `src`, in parallel for big inputs.
-pub(crate) fn map<A: Sync, O: Send>(src: &[A], f: impl Fn(&A) -> O + Sync + Send) -> Vec<O> {
-    if src.len() >= PAR_MIN_ELEMS {
-        src.par_iter().map(f).collect()
-    } else {
-        src.iter().map(f).collect()
-    }
+/// `f` applied to every element of `src`, in pieces over threads for big inputs.
+pub(crate) fn map<A: Sync, O: Copy + Send>(src: &[A], f: impl Fn(&A) -> O + Sync + Send) -> Vec<O> {
+    written(src.len(), PIECE, src.len(), |i, dst| {
+        for (d, a) in dst.iter_mut().zip(&src[i * PIECE..]) {
+            d.write(f(a));
+        }
+    })
 }
 
 /// Calls `f(index, chunk)` for consecutive `chunk`-sized pieces of `buf` (the last may be
@@ -71,11 +71,9 @@ pub(crate) fn written<T: Copy + Send>(
 }
 
 /// A vector of `len` elements to be written before it is read ([`assume_written`]).
+/// Big vectors reuse a block the run in progress freed ([`crate::arena::take`]).
 pub(crate) fn uninit_vec<T>(len: usize) -> Vec<MaybeUninit<T>> {
-    let mut out = Vec::with_capacity(len);
-    // SAFETY: `MaybeUninit` needs no initialization.
-    unsafe { out.set_len(len) };
-    out
+    crate::arena::take(len)
 }
 
 /// The vector of `T` that `v` holds once every element has been written.

@@ -1,5 +1,6 @@
 //! A graph prepared for repeated execution.
 
+use crate::arena::{self, Arena};
 use crate::feeds::InputDecl;
 use crate::memo::Memo;
 use crate::nested::{BodyScope, Nested, NestedObserver};
@@ -59,6 +60,8 @@ pub struct Plan {
     slot_values: Vec<ValueId>,
     /// Slots nobody reads and that are not graph outputs: dropped right after observation.
     dead_slots: Vec<bool>,
+    /// The buffers runs freed, for the next runs' kernels.
+    arena: Arena,
 }
 
 /// Receives every fed input and computed value of a run ([`Plan::run_observed`]).
@@ -258,6 +261,7 @@ impl Plan {
             consts,
             slot_values,
             dead_slots,
+            arena: Arena::default(),
         })
     }
 
@@ -340,6 +344,7 @@ impl Plan {
         mut observe: Sink<'_, '_, '_>,
         mut times: Option<&mut [Duration]>,
     ) -> Result<Vec<Tensor>, ExecError> {
+        let _pool = self.arena.enter();
         let mut slots: Vec<Option<Held<'_>>> = Vec::with_capacity(self.slot_values.len());
         slots.resize_with(self.slot_values.len(), || None);
 
@@ -370,12 +375,16 @@ impl Plan {
             for (&slot, t) in step.outputs.iter().zip(outs) {
                 let t = Arc::new(t);
                 observe.observe(self.slot_values[slot], &t);
-                if !self.dead_slots[slot] {
+                if self.dead_slots[slot] {
+                    arena::recycle(t);
+                } else {
                     slots[slot] = Some(Held::Owned(t));
                 }
             }
             for &slot in &step.free {
-                slots[slot] = None;
+                if let Some(Held::Owned(t)) = slots[slot].take() {
+                    arena::recycle(t);
+                }
             }
         }
 
@@ -486,6 +495,26 @@ impl Plan {
     /// Number of nodes the plan executes.
     pub fn node_count(&self) -> usize {
         self.steps.len()
+    }
+
+    /// Runs `f` on one of rayon's threads (directly, when called from one) with one
+    /// of the plan's buffer pools current, so that what the caller does around its
+    /// runs shares the pool: inputs converted with [`crate::tensor_from_le_bytes`]
+    /// take kept blocks, outputs handed to [`crate::into_le_bytes`] or
+    /// [`crate::recycle_tensor`] give theirs back, and the runs `f` makes use the same
+    /// pool (a run outside it takes a pool of its own).
+    pub fn with_buffers<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        rayon::scope(|_| {
+            let _pool = self.arena.enter();
+            f()
+        })
+    }
+
+    /// Bytes of freed buffers the plan keeps for its next runs (see `arena.rs`): about
+    /// one run's intermediate tensors and scratch per run that was in progress at the
+    /// same time as another. Freed with the plan.
+    pub fn kept_buffer_bytes(&self) -> usize {
+        self.arena.kept_bytes()
     }
 }
 

@@ -235,12 +235,19 @@ impl InferBackend for CpuBackend {
     }
 
     fn infer(&self, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, RuntimeError> {
-        let feeds = self.feeds(inputs)?;
-        let results = self
-            .plan
-            .run(&feeds)
-            .map_err(|e| self.execution_error(e.to_string()))?;
-        self.outputs_of(results)
+        // Inputs, intermediates and outputs in the plan's kept buffers: a warm engine
+        // allocates only the bytes it returns.
+        self.plan.with_buffers(|| {
+            let feeds = self.feeds(inputs)?;
+            let results = self
+                .plan
+                .run(&feeds)
+                .map_err(|e| self.execution_error(e.to_string()))?;
+            for (_, t) in feeds {
+                rtq_exec::recycle_tensor(t);
+            }
+            self.outputs_of(results)
+        })
     }
 
     fn profile(&self, inputs: &[HostTensor]) -> Result<Option<Vec<LayerTime>>, RuntimeError> {
@@ -279,7 +286,7 @@ impl CpuBackend {
                         format!("{} tensors cannot run on the CPU", t.dtype()),
                     )
                 })?;
-                let tensor = Tensor::from_le_bytes(dtype, t.shape().to_vec(), t.bytes())
+                let tensor = rtq_exec::tensor_from_le_bytes(dtype, t.shape().to_vec(), t.bytes())
                     .map_err(|e| RuntimeError::tensor(&t.name, e.to_string()))?;
                 Ok((t.name.clone(), tensor))
             })
@@ -304,7 +311,7 @@ impl CpuBackend {
                     RuntimeError::tensor(&name, "string outputs are not supported by rtq-runtime")
                 })?;
                 let shape = tensor.shape().to_vec();
-                HostTensor::new(name, dtype, shape, tensor.to_le_bytes())
+                HostTensor::new(name, dtype, shape, rtq_exec::into_le_bytes(tensor))
             })
             .collect()
     }

@@ -8,6 +8,12 @@ use std::path::{Path, PathBuf};
 /// A model loaded for inference. `Send + Sync`: threads may share one engine (see
 /// `examples/serve_threads.rs`).
 ///
+/// On the CPU backend a warm engine keeps the buffers its inferences free
+/// (intermediate tensors, kernels' scratch, converted inputs) and reuses them, so an
+/// inference asks the program's allocator only for the outputs it returns, whatever
+/// that allocator is: about one inference's intermediates are kept per inference
+/// that runs at the same time as another, until the engine is dropped.
+///
 /// ```no_run
 /// use rtq_runtime::{Engine, HostTensor, LoadOptions};
 /// let engine = Engine::load("model.onnx", &LoadOptions::default())?;

@@ -53,9 +53,14 @@ fn decomposed_hard_swish(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     }
     let scale = ctx.attr_float("scale", 6.0)?;
     let divide = ctx.attr_int("divide", 1)? != 0;
-    let mut out = ctx.float_input(0)?.into_owned();
-    let work = out.len();
-    par::chunks_mut(&mut out, par::PAR_MIN_ELEMS, work, |_, v| {
+    let src = ctx.float_input(0)?;
+    let out = par::written(src.len(), par::PIECE, src.len(), |i, dst| {
+        let src = &src[i * par::PIECE..][..dst.len()];
+        for (d, &v) in dst.iter_mut().zip(src) {
+            d.write(v);
+        }
+        // SAFETY: every element was just written.
+        let v = unsafe { &mut *(dst as *mut [std::mem::MaybeUninit<f32>] as *mut [f32]) };
         hard_swish_wide(v, scale, divide)
     });
     Ok(vec![tensor_from_f32(DType::F32, x.shape().to_vec(), out)])

@@ -13,6 +13,7 @@
 //! Scales are per tensor (`x_scale`) and per tensor or per output channel (`w_scale`);
 //! zero points are 0 (symmetric), which the lowering checks.
 
+use crate::arena;
 use crate::ctx::OpCtx;
 use crate::igemm::{igemm, igemm_into, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
@@ -175,7 +176,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let mut col = if pointwise {
         Vec::new()
     } else {
-        vec![0i8; k * out_sp]
+        arena::filled(k * out_sp, 0i8)
     };
     for ni in 0..n {
         let img = &xs[ni * c * in_sp..][..c * in_sp];
@@ -196,6 +197,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         };
         igemm_into(weights, b, out_sp, &ep, dst);
     }
+    arena::give(col);
     // SAFETY: each image's products wrote all of its `m * out_sp` elements.
     let out = unsafe { par::assume_written(out) };
     Ok(vec![Tensor::from_f32(shape, out)])
@@ -282,6 +284,7 @@ fn integer_conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             r0 += tr;
         }
     }
+    arena::give(tile);
     // SAFETY: the tiles cover every input row of every image, and each writes all the
     // output rows and columns its input rows' windows cover.
     let out = unsafe { par::assume_written(out) };
@@ -331,7 +334,7 @@ fn integer_matmul(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let (scale, bias) = epilogue_terms(ctx, nn)?;
     let isa = isa(ctx)?;
     let weights = derived(ctx.memo(), || PackedWeights::new(isa, a, nn, k));
-    let mut out = vec![0f32; rows * nn];
+    let mut out = arena::filled(rows * nn, 0f32);
     let ep = Epilogue {
         scale: &scale,
         bias: bias.as_deref(),

@@ -265,6 +265,7 @@ pub(crate) fn conv(
         } else {
             (0..tasks).into_par_iter().for_each(run);
         }
+        crate::arena::give(input);
     }
 }
 

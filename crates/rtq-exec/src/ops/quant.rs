@@ -207,7 +207,7 @@ fn quantize_8bit<T: Copy + Default + Send>(
             wide::quantize_into(dst, src, (|v| v, s, z), (lo - z, hi - z), cast);
         });
     }
-    let mut out = vec![T::default(); x.len()];
+    let mut out = crate::arena::filled(x.len(), T::default());
     g.for_each_run(x.len(), |range, s0, step| {
         for (k, i) in range.enumerate() {
             let si = s0 + k * step;
