@@ -72,26 +72,17 @@ fn big_allocations<R>(f: impl FnOnce() -> R) -> (R, usize) {
     (r, n)
 }
 
-/// Seeded values in [-2, 2).
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 22) as f32 - 2.0
-        })
-        .collect()
-}
-
 /// Runs `model` warm and checks that each inference allocates no more big blocks on
 /// this thread than it returns outputs; also that the results stay those of the first
 /// run (reused buffers are written before they are read).
 fn check(model: &Path, input: &str, shape: &[usize]) {
     let engine = Engine::load(model, &LoadOptions::default()).unwrap();
-    let x =
-        HostTensor::from_f32(input, shape.to_vec(), &values(shape.iter().product(), 7)).unwrap();
+    let x = HostTensor::from_f32(
+        input,
+        shape.to_vec(),
+        &seeded_values(shape.iter().product(), 7),
+    )
+    .unwrap();
     let first = engine.infer(std::slice::from_ref(&x)).unwrap();
     for _ in 0..2 {
         engine.infer(std::slice::from_ref(&x)).unwrap();
@@ -158,7 +149,7 @@ fn warm_engines_allocate_only_the_outputs_they_return() {
         let calib = tempfile::tempdir().unwrap();
         for seed in 0..2 {
             let file = calib.path().join(format!("s{seed}.npy"));
-            rtq_test_support::write_npy_f32(&file, &shape, &values(3 * 160 * 160, seed));
+            rtq_test_support::write_npy_f32(&file, &shape, &seeded_values(3 * 160 * 160, seed));
         }
         let out = tempfile::tempdir().unwrap();
         compile_ok(

@@ -12,15 +12,7 @@ use std::path::Path;
 
 /// Seeded inputs of `shape`, roughly in [-2, 2].
 fn input(shape: &[usize], seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..shape.iter().product::<usize>())
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 22) as f32 - 2.0
-        })
-        .collect()
+    seeded_values(shape.iter().product(), seed)
 }
 
 /// A page-like input of `shape` ([1, 3, H, W], PP-OCR's normalization: white 1.0,

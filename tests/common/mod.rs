@@ -182,3 +182,16 @@ pub fn compile_ok(model: &Path, out: &Path, extra: &[&str]) -> String {
     args.extend_from_slice(extra);
     rtq_ok(&args)
 }
+
+/// `len` seeded values, roughly in [-2, 2) (xorshift: the same on every machine).
+pub fn seeded_values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s >> 40) as f32 / (1u64 << 22) as f32 - 2.0
+        })
+        .collect()
+}
