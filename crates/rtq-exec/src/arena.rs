@@ -9,9 +9,10 @@
 //! which made PP-OCRv4 det 1.5x slower than under mimalloc).
 //!
 //! A plan keeps one [`Pool`] per concurrent run ([`Arena::enter`]); while a run is in
-//! progress its pool is the calling thread's current pool, which [`take`] and [`give`]
-//! use. Kernels that run outside a plan (constant folding, tests), or on rayon's
-//! worker threads, have no current pool and use the global allocator as before.
+//! progress its pool is the current pool of the thread the run executes on, which
+//! [`take`] and [`give`] use. Kernels that run outside a plan (constant folding,
+//! tests), and the tasks a kernel's parallel loop hands to other threads, have no
+//! current pool and use the global allocator as before.
 
 use rtq_ir::{DType, Tensor, TensorData};
 use std::alloc::Layout;
@@ -94,10 +95,6 @@ impl Pool {
         self.blocks.retain(|b| b.freed_in == run);
         self.runs += 1;
     }
-
-    fn bytes(&self) -> usize {
-        self.blocks.iter().map(|b| b.bytes).sum()
-    }
 }
 
 thread_local! {
@@ -152,9 +149,10 @@ impl Arena {
     }
 
     /// Bytes held for later runs.
-    pub(crate) fn kept_bytes(&self) -> usize {
+    #[cfg(test)]
+    fn kept_bytes(&self) -> usize {
         let idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
-        idle.iter().map(Pool::bytes).sum()
+        idle.iter().flat_map(|p| &p.blocks).map(|b| b.bytes).sum()
     }
 }
 

@@ -509,13 +509,6 @@ impl Plan {
             f()
         })
     }
-
-    /// Bytes of freed buffers the plan keeps for its next runs (see `arena.rs`): about
-    /// one run's intermediate tensors and scratch per run that was in progress at the
-    /// same time as another. Freed with the plan.
-    pub fn kept_buffer_bytes(&self) -> usize {
-        self.arena.kept_bytes()
-    }
 }
 
 #[cfg(test)]
