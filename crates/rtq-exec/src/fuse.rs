@@ -17,8 +17,11 @@
 //!   residual as input 3 (`activation = "Relu"` or `"Identity"`).
 //!
 //! * Elementwise chains ([`fuse_chains`]): a run of float32 Add/Sub/Mul/Div (and
-//!   two-input Sum) by constant scalars or per-channel values or by computed tensors of
-//!   the same shape (a residual branch), Relu, Clip and fused HardSwish ops, each
+//!   two-input Sum) by constant scalars or per-channel values or by computed values
+//!   that may broadcast to the running value without changing its shape (a residual
+//!   branch, a squeeze-and-excite gate; shapes the graph leaves symbolic are checked
+//!   at run time), Relu, Clip, fused HardSwish ops and per-tensor 8-bit
+//!   QuantizeLinear → DequantizeLinear pairs (the same scale and zero point), each
 //!   the sole reader of the one before, optionally ending in a per-tensor 8-bit
 //!   QuantizeLinear → `ElementwiseChain` (see [`crate::ops::chain`]).
 //!
@@ -26,7 +29,8 @@
 
 use crate::ops::chain::{per_channel, Code};
 use crate::ops::integer::INTEGER_DOMAIN;
-use rtq_ir::{Attr, DType, Dim, Graph, NodeId, TensorData, ValueId};
+use rtq_ir::{Attr, DType, Dim, Graph, Node, NodeId, TensorData, ValueId};
+use std::collections::HashSet;
 
 /// Rewrites every decomposed activation of `graph` (not inside control-flow bodies);
 /// returns how many were fused. The nodes they replace are left for dead-code
@@ -134,6 +138,25 @@ fn same_float_shape(graph: &Graph, a: ValueId, b: ValueId) -> bool {
         && shape.iter().filter_map(Dim::known).product::<usize>() > 1
 }
 
+/// Whether float32 value `c` may broadcast to float32 `x`'s shape without changing it,
+/// as far as their shapes are known: no more axes than `x`, and each axis (aligned from
+/// the last) 1, unknown, or `x`'s. A symbolic extent is taken to fit.
+fn may_keep_shape(graph: &Graph, x: ValueId, c: ValueId) -> bool {
+    let (vx, vc) = (graph.value(x), graph.value(c));
+    let (Some(xs), Some(cs)) = (vx.shape.as_ref(), vc.shape.as_ref()) else {
+        return false;
+    };
+    let fits = |(dc, dx): (&Dim, &Dim)| match (dc.known(), dx.known()) {
+        (Some(1), _) => true,
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    vx.dtype == Some(DType::F32)
+        && vc.dtype == Some(DType::F32)
+        && cs.len() <= xs.len()
+        && cs.iter().rev().zip(xs.iter().rev()).all(fits)
+}
+
 /// The float32 Conv whose output only Relu node `id` reads.
 fn conv_before_relu(graph: &Graph, readers: &Readers, id: NodeId) -> Option<NodeId> {
     let node = graph.node(id);
@@ -152,7 +175,12 @@ fn conv_before_relu(graph: &Graph, readers: &Readers, id: NodeId) -> Option<Node
 pub fn fuse_chains(graph: &mut Graph) -> usize {
     let readers = graph.consumers();
     let mut fused = 0;
+    // Nodes already in a chain (left for dead-code elimination).
+    let mut taken = HashSet::new();
     for id in graph.node_ids() {
+        if taken.contains(&id) {
+            continue;
+        }
         let Some((x, first)) = step(graph, id, None) else {
             continue;
         };
@@ -166,18 +194,29 @@ pub fn fuse_chains(graph: &mut Graph) -> usize {
             }
         }
         let mut steps = vec![first];
+        let mut nodes = vec![id];
         let mut last = id;
         while let Some(out) = graph.node(last).outputs.first().copied() {
-            if steps.last().is_some_and(|s| s.code == Code::Quantize)
-                || readers[out.index()].len() != 1
-                || graph.is_graph_output(out)
-            {
+            if readers[out.index()].len() != 1 || graph.is_graph_output(out) {
                 break;
             }
             let (next, _) = readers[out.index()][0];
+            if steps.last().is_some_and(|s| s.code == Code::Quantize) {
+                // A quantization the chain goes on from: its DequantizeLinear.
+                if !dequantizes(graph, next, graph.node(last)) {
+                    break;
+                }
+                if let Some(s) = steps.last_mut() {
+                    s.code = Code::FakeQuantize;
+                }
+                nodes.push(next);
+                last = next;
+                continue;
+            }
             match step(graph, next, Some(out)) {
                 Some((_, s)) => {
                     steps.push(s);
+                    nodes.push(next);
                     last = next;
                 }
                 None => break,
@@ -186,6 +225,7 @@ pub fn fuse_chains(graph: &mut Graph) -> usize {
         if steps.len() < 2 {
             continue;
         }
+        taken.extend(nodes);
         let mut inputs = vec![Some(x)];
         let mut encoded = Vec::new();
         let mut params = Vec::new();
@@ -211,6 +251,31 @@ pub fn fuse_chains(graph: &mut Graph) -> usize {
         fused += 1;
     }
     fused
+}
+
+/// Whether node `id` is a DequantizeLinear to float32 undoing QuantizeLinear `q` (the
+/// same scalar scale and zero point) and reads nothing else.
+fn dequantizes(graph: &Graph, id: NodeId, q: &Node) -> bool {
+    let node = graph.node(id);
+    let same = |a: Option<ValueId>, b: Option<ValueId>| match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) if a == b => true,
+        (Some(a), Some(b)) => match (graph.constant(a), graph.constant(b)) {
+            (Some(ta), Some(tb)) => ta.len() == 1 && ta == tb,
+            _ => false,
+        },
+        _ => false,
+    };
+    let out = node.outputs.first().map(|&o| graph.value(o).dtype);
+    (node.domain.is_empty() || node.domain == "ai.onnx")
+        && node.op_type == "DequantizeLinear"
+        && node.input(0).is_some_and(|v| q.outputs.first() == Some(&v))
+        && node.inputs.len() <= 3
+        && node.attrs.keys().all(|k| k == "axis")
+        && node.outputs.len() == 1
+        && out == Some(Some(DType::F32))
+        && same(node.input(1), q.input(1))
+        && same(node.input(2), q.input(2))
 }
 
 /// One step of a chain: its code, constant operands and parameters.
@@ -252,7 +317,14 @@ fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, Ch
                 Some(_) => return None,
                 None if graph.constant(second).is_some() => (first, second),
                 None if commutes && graph.constant(first).is_some() => (second, first),
-                None if first != second => (first, second),
+                // Of two computed operands, x is the one the other may broadcast to.
+                None if first != second => {
+                    if commutes && !may_keep_shape(graph, first, second) {
+                        (second, first)
+                    } else {
+                        (first, second)
+                    }
+                }
                 None => return None,
             };
             let shape = graph.value(x).shape.as_ref()?;
@@ -265,9 +337,12 @@ fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, Ch
                         return None;
                     }
                 }
-                // A computed operand must have x's shape, fully known.
+                // A computed operand must be able to keep x's shape; whether it is a
+                // tensor of that shape, one value per plane or per channel is known
+                // at run time (and a chain whose operand is none of these runs step
+                // by step, as the ops would).
                 None => {
-                    if !same_float_shape(graph, x, c) {
+                    if !may_keep_shape(graph, x, c) {
                         return None;
                     }
                 }
@@ -1040,12 +1115,177 @@ mod chain_tests {
             assert_eq!(fuse_chains(&mut g), 1, "{ops:?}");
             assert_eq!(before, run_residual(&g, &full), "{ops:?}");
         }
-        // `y - x` mid-chain does not commute; a computed operand that broadcasts (per
-        // channel, not constant) is left alone.
+        // `y - x` mid-chain does not commute.
         let mut g = residual_chain(&[("Relu", None), ("Sub", Some(true))], &full);
         assert_eq!(fuse_chains(&mut g), 0);
-        let mut g = residual_chain(&[("Add", Some(false)), ("Relu", None)], &[1, 3, 1, 1]);
+        // Computed operands that broadcast: per channel, per plane (a squeeze-and-excite
+        // gate), per image; the gate may come first.
+        for (ops, y) in [
+            (vec![("Add", Some(false)), ("Relu", None)], vec![1, 3, 1, 1]),
+            (vec![("Mul", Some(true)), ("Relu", None)], vec![2, 3, 1, 1]),
+            (vec![("Relu", None), ("Mul", Some(false))], vec![2, 3, 1, 1]),
+            (vec![("Relu", None), ("Div", Some(false))], vec![2, 1, 1, 1]),
+            (vec![("Relu", None), ("Sub", Some(false))], vec![2, 5]),
+        ] {
+            let mut g = residual_chain(&ops, &y);
+            let before = run_residual(&g, &y);
+            assert_eq!(fuse_chains(&mut g), 1, "{ops:?} {y:?}");
+            assert_eq!(before, run_residual(&g, &y), "{ops:?} {y:?}");
+        }
+        // An operand broadcasting beyond x is left alone.
+        let mut g = residual_chain_shaped(&[2, 3, 1, 1], &[("Add", Some(false))], &full);
         assert_eq!(fuse_chains(&mut g), 0);
+    }
+
+    /// `x` (of `x_shape`, its first two axes symbolic when `symbolic`) times a gate
+    /// `y` (`Mul(x, y)` or `Mul(y, x)`), through QuantizeLinear and DequantizeLinear
+    /// (scale 0.05, zero point `zero`), plus `x`, plus `r` (of `r_shape`), then
+    /// QuantizeLinear: the squeeze-and-excite joins of PP-OCRv4's detection neck.
+    fn gated_residual(
+        x_shape: &[usize],
+        y_shape: &[usize],
+        r_shape: &[usize],
+        zero: Tensor,
+        symbolic: bool,
+        gate_first: bool,
+    ) -> Graph {
+        let mut g = Graph::new("g", 13);
+        let dims = |s: &[usize]| -> Vec<Dim> {
+            s.iter()
+                .enumerate()
+                .map(|(i, &d)| {
+                    if symbolic && i < 2 {
+                        Dim::Sym(format!("d{i}"))
+                    } else {
+                        Dim::Known(d)
+                    }
+                })
+                .collect()
+        };
+        let x = g.add_input("x", DType::F32, dims(x_shape));
+        let y = g.add_input("y", DType::F32, dims(y_shape));
+        let r = g.add_input("r", DType::F32, dims(r_shape));
+        let value =
+            |g: &mut Graph, name: &str, dtype| g.add_value(name, Some(dtype), Some(dims(x_shape)));
+        let s = g.add_constant("s", Tensor::from_f32(vec![], vec![0.05]));
+        let z = g.add_constant("z", zero.clone());
+        let s2 = g.add_constant("s2", Tensor::from_f32(vec![], vec![0.05]));
+        let z2 = g.add_constant("z2", zero.clone());
+        let m = value(&mut g, "m", DType::F32);
+        let gate = if gate_first { [y, x] } else { [x, y] };
+        g.add_node(
+            "mul",
+            "Mul",
+            gate.map(Some).to_vec(),
+            vec![m],
+            BTreeMap::new(),
+        );
+        let mq = value(&mut g, "mq", zero.dtype());
+        let node = |ins: &[ValueId]| ins.iter().map(|&v| Some(v)).collect::<Vec<_>>();
+        g.add_node(
+            "q1",
+            "QuantizeLinear",
+            node(&[m, s, z]),
+            vec![mq],
+            BTreeMap::new(),
+        );
+        let md = value(&mut g, "md", DType::F32);
+        g.add_node(
+            "dq1",
+            "DequantizeLinear",
+            node(&[mq, s2, z2]),
+            vec![md],
+            BTreeMap::new(),
+        );
+        let a = value(&mut g, "a", DType::F32);
+        g.add_node("add1", "Add", node(&[x, md]), vec![a], BTreeMap::new());
+        let b = value(&mut g, "b", DType::F32);
+        g.add_node("add2", "Add", node(&[a, r]), vec![b], BTreeMap::new());
+        let out = value(&mut g, "out", zero.dtype());
+        g.add_node(
+            "q2",
+            "QuantizeLinear",
+            node(&[b, s, z]),
+            vec![out],
+            BTreeMap::new(),
+        );
+        g.outputs.push(out);
+        g
+    }
+
+    #[test]
+    fn gated_residuals_with_a_quantize_dequantize_become_one_chain() {
+        let values = |n: usize, phase: f32| -> Vec<f32> {
+            (0..n)
+                .map(|i| match i % 11 {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    2 => f32::INFINITY,
+                    3 => 0.025, // a tie on the grid of scale 0.05
+                    _ => (i as f32 * 0.37 + phase).sin() * 9.0,
+                })
+                .collect()
+        };
+        let bits = |g: &Graph, x: &[usize], y: &[usize], r: &[usize]| -> Vec<u8> {
+            let input = |name: &str, s: &[usize], phase| {
+                let v = values(s.iter().product(), phase);
+                (name.to_string(), Tensor::from_f32(s.to_vec(), v))
+            };
+            let inputs = [input("x", x, 0.0), input("y", y, 1.3), input("r", r, 2.1)];
+            let outs = Plan::new(g).unwrap().run(&inputs).unwrap();
+            match outs[0].data() {
+                TensorData::I8(v) => v.iter().map(|&x| x as u8).collect(),
+                TensorData::U8(v) => v.clone(),
+                other => panic!("{}", other.dtype()),
+            }
+        };
+        let x = [2, 3, 4, 5];
+        for zero in [
+            Tensor::new(vec![], TensorData::U8(vec![128])).unwrap(),
+            Tensor::new(vec![], TensorData::I8(vec![-3])).unwrap(),
+        ] {
+            for symbolic in [false, true] {
+                for gate_first in [false, true] {
+                    // The gate per plane and the residual per element; at run time
+                    // also shapes the chain cannot take in one pass (step by step).
+                    for (y, r) in [
+                        (vec![2, 3, 1, 1], vec![2, 3, 4, 5]),
+                        (vec![1, 3, 1, 1], vec![2, 3, 4, 5]),
+                        (vec![2, 3, 1, 1], vec![2, 1, 4, 5]),
+                        (vec![2, 3, 4, 5], vec![5]),
+                    ] {
+                        let what = format!("{zero:?} {symbolic} {gate_first} {y:?} {r:?}");
+                        let mut g = gated_residual(&x, &y, &r, zero.clone(), symbolic, gate_first);
+                        let before = bits(&g, &x, &y, &r);
+                        assert_eq!(fuse_chains(&mut g), 1, "{what}");
+                        assert_eq!(live_nodes(&g), 1, "{what}");
+                        assert_eq!(before, bits(&g, &x, &y, &r), "{what}");
+                    }
+                }
+            }
+        }
+        // A DequantizeLinear by another scale, or read by two nodes, ends the chain.
+        let zero = Tensor::new(vec![], TensorData::U8(vec![128])).unwrap();
+        let shapes = ([2, 3, 4, 5], [2, 3, 1, 1], [2, 3, 4, 5]);
+        let mut g = gated_residual(&shapes.0, &shapes.1, &shapes.2, zero.clone(), false, false);
+        let s2 = g.value_by_name("s2").unwrap();
+        g.set_constant(s2, Tensor::from_f32(vec![], vec![0.06]));
+        assert_eq!(fuse_chains(&mut g), 2);
+        assert_eq!(live_nodes(&g), 3);
+    }
+
+    /// How many nodes the outputs of `g` depend on.
+    fn live_nodes(g: &Graph) -> usize {
+        let mut seen = HashSet::new();
+        let mut todo: Vec<ValueId> = g.outputs.clone();
+        while let Some(v) = todo.pop() {
+            if let Some((id, _)) = g.value(v).producer {
+                if seen.insert(id) {
+                    todo.extend(g.node(id).inputs.iter().flatten().copied());
+                }
+            }
+        }
+        seen.len()
     }
 
     #[test]

@@ -162,6 +162,9 @@ impl CpuBackend {
         if rtq_exec::fuse_activations(&mut graph) > 0 {
             dce(&mut graph)?;
         }
+        // Quantization ahead of Concat and nearest Resize, so that the chains computing
+        // their inputs end in it.
+        rtq_exec::hoist_quantize(&mut graph);
         if rtq_exec::fuse_chains(&mut graph) > 0 {
             dce(&mut graph)?;
         }

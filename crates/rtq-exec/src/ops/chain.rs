@@ -1,12 +1,16 @@
 //! `ElementwiseChain` (domain [`INTEGER_DOMAIN`](super::integer::INTEGER_DOMAIN),
 //! rtq's own), made at load by [`crate::fuse_chains`]: a run of elementwise float32
 //! ops, each reading the one before (Add, Sub, Mul, Div by a constant scalar or
-//! per-channel operand or by a tensor of the same shape, such as a residual branch;
-//! Relu, Clip, a fused HardSwish), optionally ending in a
-//! per-tensor QuantizeLinear to 8 bits, computed plane by plane (one image and
-//! channel at a time, in cache) instead of one pass over memory per op. Every step is
-//! the f32 operation the op's own kernel computes, in the graph's order: the result
-//! is bit for bit the graph's.
+//! per-channel operand, by a computed tensor of the same shape, such as a residual
+//! branch, or by a computed value per image and channel, such as a squeeze-and-excite
+//! gate; Relu, Clip, a fused HardSwish, a QuantizeLinear to 8 bits followed by its
+//! DequantizeLinear), optionally ending in a per-tensor QuantizeLinear to 8 bits,
+//! computed plane by plane (one image and channel at a time, in cache) instead of one
+//! pass over memory per op. Every step is the f32 operation the op's own kernel
+//! computes, in the graph's order: the result is bit for bit the graph's. Where a
+//! computed operand turns out at run time to broadcast otherwise (the graph's shapes
+//! were not all known at load), the steps run one by one on whole tensors, as the ops
+//! would.
 //!
 //! Inputs: `x`, then the operands; attribute `steps` holds three integers per
 //! step: its [`Code`], and the input slots of its operands (0 when unused); attribute
@@ -14,14 +18,15 @@
 //! divides).
 
 use crate::ctx::OpCtx;
+use crate::ops::binary::{arith, Arith};
 use crate::ops::fused::{hard_swish, hard_swish_6};
-use crate::ops::quant::{quantize_8bit_mapped, quantize_8bit_tensor};
+use crate::ops::quant::{level_8bit, quantize_8bit_mapped, quantize_8bit_tensor};
 use crate::ops::unary::{clip_f32, relu_f32};
 use crate::par;
 use crate::registry::Kernel;
 use crate::simd::multiversioned;
 use crate::ExecError;
-use rtq_ir::{Tensor, TensorData};
+use rtq_ir::{DType, Tensor, TensorData};
 use std::borrow::Cow;
 use std::mem::MaybeUninit;
 
@@ -48,6 +53,9 @@ pub enum Code {
     HardSwish = 7,
     /// QuantizeLinear to 8 bits with a scalar scale and zero point (last step only).
     Quantize = 8,
+    /// QuantizeLinear to 8 bits then DequantizeLinear by the same scale and zero
+    /// point: the value rounded to the quantization grid, as float32.
+    FakeQuantize = 9,
 }
 
 impl Code {
@@ -62,6 +70,7 @@ impl Code {
             6 => Code::Clip,
             7 => Code::HardSwish,
             8 => Code::Quantize,
+            9 => Code::FakeQuantize,
             _ => return None,
         })
     }
@@ -75,6 +84,7 @@ enum Step<'a> {
     Relu,
     Clip(f32, f32),
     HardSwish(f32, bool),
+    FakeQuantize(Quantize),
 }
 
 /// The operand of a binary step.
@@ -85,13 +95,34 @@ enum Operand<'a> {
     PerChannel(Vec<f32>),
     /// One value per element of `x` (the same shape).
     Tensor(Cow<'a, [f32]>),
+    /// One value per plane of `x` (image and channel: shape `[N, C, 1, ...]`).
+    PerPlane(Cow<'a, [f32]>),
 }
 
-/// The final quantization: scale, zero point, and whether the output is unsigned.
+/// A quantization: scale, zero point, and whether the codes are unsigned.
+#[derive(Debug, Clone, Copy)]
 struct Quantize {
     scale: f32,
     zero: f32,
     unsigned: bool,
+}
+
+impl Quantize {
+    /// The code type's bounds minus the zero point (as [`level_8bit`] takes them).
+    fn bounds(&self) -> (f32, f32) {
+        let (lo, hi) = if self.unsigned {
+            (0.0, 255.0)
+        } else {
+            (-128.0, 127.0)
+        };
+        (lo - self.zero, hi - self.zero)
+    }
+
+    /// DequantizeLinear of QuantizeLinear of `v`: `(q - zero) * scale` of its code `q`.
+    #[inline(always)]
+    fn round_trip(&self, v: f32) -> f32 {
+        (level_8bit(v, self.scale, self.zero, self.bounds()) - self.zero) * self.scale
+    }
 }
 
 /// A quantizing chain computed in one pass, in registers: an optional activation,
@@ -191,14 +222,17 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             return Err(ctx.err("QuantizeLinear must be the last step"));
         }
         let (p0, p1) = (params[2 * i], params[2 * i + 1]);
+        let (a, b) = (s[1] as usize, s[2] as usize);
         match code {
-            Code::Add | Code::Sub | Code::Mul | Code::Div => {
-                steps.push(Step::Binary(code, operand(ctx, s[1] as usize, shape)?))
-            }
+            Code::Add | Code::Sub | Code::Mul | Code::Div => match operand(ctx, a, shape)? {
+                Some(c) => steps.push(Step::Binary(code, c)),
+                None => return stepwise(ctx, x, &encoded, &params),
+            },
             Code::Relu => steps.push(Step::Relu),
             Code::Clip => steps.push(Step::Clip(p0, p1)),
             Code::HardSwish => steps.push(Step::HardSwish(p0, p1 != 0.0)),
-            Code::Quantize => quantize = Some(quantizer(ctx, s[1] as usize, s[2] as usize)?),
+            Code::FakeQuantize => steps.push(Step::FakeQuantize(quantizer(ctx, a, b)?)),
+            Code::Quantize => quantize = Some(quantizer(ctx, a, b)?),
         }
     }
     if let Some((pass, q)) = quantize
@@ -224,9 +258,12 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     }
     // Without per-channel operands any piece of the tensor is a plane: pieces of a
     // task's size let the tasks spread over threads.
-    let per_channel = steps
-        .iter()
-        .any(|s| matches!(s, Step::Binary(_, Operand::PerChannel(_))));
+    let per_channel = steps.iter().any(|s| {
+        matches!(
+            s,
+            Step::Binary(_, Operand::PerChannel(_) | Operand::PerPlane(_))
+        )
+    });
     let plane = if shape.len() >= 2 && per_channel {
         inner
     } else {
@@ -289,7 +326,12 @@ impl Chain<'_, '_> {
                         continue;
                     }
                     let (result, scratch) = (&mut result[..n], &mut scratch[..n]);
-                    apply_steps(src, result, scratch, self.steps, p % self.channels, offset);
+                    let at = Position {
+                        plane: p,
+                        channel: p % self.channels,
+                        offset,
+                    };
+                    apply_steps(src, result, scratch, self.steps, at);
                     store(result, dst);
                 }
             }
@@ -298,24 +340,97 @@ impl Chain<'_, '_> {
 }
 
 /// The operand in input `slot`: a scalar, one value per channel of `x` (shape
-/// `[C, 1, ...]` aligned on axis 1 of `x`), or a tensor of `x`'s shape.
-fn operand<'a>(ctx: &OpCtx<'a>, slot: usize, x: &[usize]) -> Result<Operand<'a>, ExecError> {
+/// `[C, 1, ...]` aligned on axis 1 of `x`), one value per plane (shape `[N, C, 1, ...]`)
+/// or a tensor of `x`'s shape; `None` for a float32 operand that broadcasts otherwise.
+fn operand<'a>(
+    ctx: &OpCtx<'a>,
+    slot: usize,
+    x: &[usize],
+) -> Result<Option<Operand<'a>>, ExecError> {
     let c = ctx.input(slot)?;
+    if c.dtype() != DType::F32 {
+        return Err(ctx.err(format!("operand {slot} is {}, not float32", c.dtype())));
+    }
     let values = ctx.float_input(slot)?;
-    if c.shape() == x && c.len() > 1 {
-        return Ok(Operand::Tensor(values));
-    }
-    if c.len() == 1 && c.rank() <= x.len() {
-        return Ok(Operand::Scalar(values[0]));
-    }
     let known: Vec<Option<usize>> = x.iter().map(|&d| Some(d)).collect();
-    if per_channel(c.shape(), &known) {
-        return Ok(Operand::PerChannel(values.into_owned()));
+    Ok(Some(if c.shape() == x && c.len() > 1 {
+        Operand::Tensor(values)
+    } else if c.len() == 1 && c.rank() <= x.len() {
+        Operand::Scalar(values[0])
+    } else if per_channel(c.shape(), &known) {
+        Operand::PerChannel(values.into_owned())
+    } else if per_plane(c.shape(), x) {
+        Operand::PerPlane(values)
+    } else {
+        return Ok(None);
+    }))
+}
+
+/// Whether shape `c` is one value per plane of `x`: `[N, C, 1, ...]` of `x`'s rank.
+fn per_plane(c: &[usize], x: &[usize]) -> bool {
+    x.len() >= 2 && c.len() == x.len() && c[..2] == x[..2] && c[2..].iter().all(|&d| d == 1)
+}
+
+/// The chain of `x` op by op on whole tensors, each step broadcasting as its op does:
+/// for computed operands whose run-time shapes fit none of [`operand`]'s forms.
+fn stepwise(
+    ctx: &OpCtx<'_>,
+    x: &Tensor,
+    encoded: &[i64],
+    params: &[f32],
+) -> Result<Vec<Tensor>, ExecError> {
+    let mut value = x.clone();
+    for (i, s) in encoded.chunks_exact(3).enumerate() {
+        let code = Code::from_i64(s[0]).ok_or_else(|| ctx.err(format!("step code {}", s[0])))?;
+        let (p0, p1) = (params[2 * i], params[2 * i + 1]);
+        let (a, b) = (s[1] as usize, s[2] as usize);
+        let unary = match code {
+            Code::Add | Code::Sub | Code::Mul | Code::Div => {
+                let op = match code {
+                    Code::Add => Arith::Add,
+                    Code::Sub => Arith::Sub,
+                    Code::Mul => Arith::Mul,
+                    _ => Arith::Div,
+                };
+                value = arith(ctx, op, &value, ctx.input(a)?)?;
+                continue;
+            }
+            Code::Quantize => {
+                let q = quantizer(ctx, a, b)?;
+                let v = float_values(ctx, &value)?;
+                let work = v.len();
+                let data = if q.unsigned {
+                    TensorData::U8(par::written(v.len(), TASK, work, |t, dst| {
+                        let src = &v[t * TASK..][..dst.len()];
+                        quantize_8bit_tensor(src, q.scale, q.zero, true, dst, |v| v as u8)
+                    }))
+                } else {
+                    TensorData::I8(par::written(v.len(), TASK, work, |t, dst| {
+                        let src = &v[t * TASK..][..dst.len()];
+                        quantize_8bit_tensor(src, q.scale, q.zero, false, dst, |v| v as i8)
+                    }))
+                };
+                return Ok(vec![ctx.tensor(value.shape().to_vec(), data)?]);
+            }
+            Code::Relu => Step::Relu,
+            Code::Clip => Step::Clip(p0, p1),
+            Code::HardSwish => Step::HardSwish(p0, p1 != 0.0),
+            Code::FakeQuantize => Step::FakeQuantize(quantizer(ctx, a, b)?),
+        };
+        let v = float_values(ctx, &value)?;
+        let mut out = vec![0f32; v.len()];
+        step_into(&unary, &v, &mut out, Position::default());
+        value = ctx.tensor(value.shape().to_vec(), TensorData::F32(out))?;
     }
-    Err(ctx.err(format!(
-        "operand of shape {:?} is neither a scalar, per channel nor of the shape of input {x:?}",
-        c.shape()
-    )))
+    Ok(vec![value])
+}
+
+/// The values of float32 tensor `t`.
+fn float_values<'t>(ctx: &OpCtx<'_>, t: &'t Tensor) -> Result<Cow<'t, [f32]>, ExecError> {
+    match t.data() {
+        TensorData::F32(v) => Ok(Cow::Borrowed(v)),
+        _ => Err(ctx.err(format!("a step produced {}, not float32", t.dtype()))),
+    }
 }
 
 /// Whether a constant of shape `c` broadcast against `x` (extents `None` where
@@ -361,16 +476,24 @@ fn quantizer(ctx: &OpCtx<'_>, scale: usize, zero: usize) -> Result<Quantize, Exe
     })
 }
 
+/// Where a block of a chain's input lies: its plane, that plane's channel, and the
+/// tensor's element index of its first element.
+#[derive(Debug, Clone, Copy, Default)]
+struct Position {
+    plane: usize,
+    channel: usize,
+    offset: usize,
+}
+
 multiversioned! {
-    /// `out` <- `steps` applied to `src`, the elements from `offset` of the tensor, all of
-    /// channel `channel`; `scratch` (as long) holds intermediate results.
+    /// `out` <- `steps` applied to `src`, the elements of the tensor from `at` on, all
+    /// of one plane; `scratch` (as long) holds intermediate results.
     fn apply_steps(
         src: &[f32],
         out: &mut [f32],
         scratch: &mut [f32],
         steps: &[Step<'_>],
-        channel: usize,
-        offset: usize,
+        at: Position,
     ) => apply_steps_body
 }
 
@@ -383,8 +506,7 @@ fn apply_steps_body(
     out: &mut [f32],
     scratch: &mut [f32],
     steps: &[Step<'_>],
-    channel: usize,
-    offset: usize,
+    at: Position,
 ) {
     let Some((first, rest)) = steps.split_first() else {
         out.copy_from_slice(src);
@@ -396,24 +518,25 @@ fn apply_steps_body(
     } else {
         [scratch, out]
     };
-    step_into(first, src, bufs[0], channel, offset);
+    step_into(first, src, bufs[0], at);
     for (i, step) in rest.iter().enumerate() {
         let [a, b] = &mut bufs;
         if i % 2 == 0 {
-            step_into(step, a, b, channel, offset);
+            step_into(step, a, b, at);
         } else {
-            step_into(step, b, a, channel, offset);
+            step_into(step, b, a, at);
         }
     }
 }
 
-/// `out` <- one step applied to `input` (the tensor's elements from `at`).
+/// `out` <- one step applied to `input` (the tensor's elements from `at` on, in one
+/// plane).
 #[inline(always)]
-fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], channel: usize, at: usize) {
+fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], at: Position) {
     let pairs = out.iter_mut().zip(input);
     match step {
         Step::Binary(code, Operand::Tensor(t)) => {
-            let t = &t[at..][..input.len()];
+            let t = &t[at.offset..][..input.len()];
             let triples = pairs.zip(t);
             match code {
                 Code::Add => triples.for_each(|((o, &a), &c)| *o = a + c),
@@ -426,7 +549,8 @@ fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], channel: usize, at
         Step::Binary(code, operand) => {
             let c = match operand {
                 Operand::Scalar(v) => *v,
-                Operand::PerChannel(v) => v[channel],
+                Operand::PerChannel(v) => v[at.channel],
+                Operand::PerPlane(v) => v[at.plane],
                 Operand::Tensor(_) => unreachable!("matched above"),
             };
             match code {
@@ -443,6 +567,7 @@ fn step_into(step: &Step<'_>, input: &[f32], out: &mut [f32], channel: usize, at
             out.copy_from_slice(input);
             hard_swish(out, scale, divide);
         }
+        Step::FakeQuantize(q) => pairs.for_each(|(o, &a)| *o = q.round_trip(a)),
     }
 }
 

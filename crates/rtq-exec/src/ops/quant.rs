@@ -155,6 +155,22 @@ fn check_zero_point(ctx: &OpCtx<'_>, scale: &Tensor, zp: Option<&Tensor>) -> Res
 /// any x86-64 (`round_ties_even` is a library call without SSE4.1).
 const ROUNDER: f32 = 12_582_912.0;
 
+/// The 8-bit code, as an f32, that QuantizeLinear gives `v` with scale `s` and zero
+/// point `z`; `lo` and `hi` are the type's bounds minus `z`. Clamping to integral
+/// bounds before rounding gives the rounded value clamped. NaN gives 0 (as
+/// `quantize_typed`'s conversion does); every other value gives an integer inside the
+/// 8-bit range, so converting it is exact and needs no saturation checks (which would
+/// keep the loops calling this scalar).
+#[inline(always)]
+pub(crate) fn level_8bit(v: f32, s: f32, z: f32, (lo, hi): (f32, f32)) -> f32 {
+    let r = (((v / s).clamp(lo, hi) + ROUNDER) - ROUNDER) + z;
+    if r.is_nan() {
+        0.0
+    } else {
+        r
+    }
+}
+
 /// Per-tensor QuantizeLinear of `x` into `out`, as the QuantizeLinear kernel computes
 /// it: int8 or uint8 (`unsigned`; `cast` narrows an in-range i32), zero point `zero`;
 /// every element of `out` is written.
@@ -223,7 +239,6 @@ fn quantize_8bit<T: Copy + Default + Send>(
 /// The per-tensor quantization loop, compiled for AVX-512 and AVX2 besides the
 /// baseline and chosen at run time.
 mod wide {
-    use super::ROUNDER;
     use std::mem::MaybeUninit;
 
     /// Writes `round(clamp(pre(v) / s, lo, hi)) + z` of every `v` of `x`, cast, to
@@ -237,14 +252,8 @@ mod wide {
         cast: impl Fn(i32) -> T,
     ) {
         for (d, &v) in out.iter_mut().zip(x) {
-            let v = pre(v);
-            // Clamping to integral bounds before rounding gives the rounded value clamped.
-            let r = (((v / s).clamp(lo, hi) + ROUNDER) - ROUNDER) + z;
-            // NaN converts to 0 (as `quantize_typed`'s conversion does); every other
-            // value is an integer inside the 8-bit range here, so the conversion is
-            // exact and needs no saturation checks (which would keep it scalar).
-            let r = if r.is_nan() { 0.0 } else { r };
-            // SAFETY: `r` is finite and within i32 (checked above).
+            let r = super::level_8bit(pre(v), s, z, (lo, hi));
+            // SAFETY: `r` is an integer within the 8-bit range (see `level_8bit`).
             d.write(cast(unsafe { r.to_int_unchecked::<i32>() }));
         }
     }

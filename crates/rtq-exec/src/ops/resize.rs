@@ -2,6 +2,9 @@
 //! N-D cubic interpolation, with every coordinate_transformation_mode, scales or sizes,
 //! `axes`, keep_aspect_ratio_policy and tf_crop_and_resize extrapolation.
 //!
+//! 8-bit integer tensors (a quantized value moved ahead of the resize, see
+//! [`crate::hoist_quantize`]) resize in nearest mode, which copies values.
+//!
 //! Interpolation is separable: each resized axis is resampled in turn with a per-output
 //! list of (input index, weight) taps, which equals the tensor-product formula.
 
@@ -10,7 +13,7 @@ use crate::float::tensor_from_f32;
 use crate::par;
 use crate::registry::Kernel;
 use crate::ExecError;
-use rtq_ir::Tensor;
+use rtq_ir::{Tensor, TensorData};
 use std::mem::MaybeUninit;
 
 /// Resize kernels by op type.
@@ -359,7 +362,12 @@ fn axis_specs(ctx: &OpCtx<'_>, shape: &[usize], coord: Coord) -> Result<Vec<Axis
 
 fn resize(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
-    let dtype = ctx.float_dtype(0)?;
+    let eight_bit = matches!(x.data(), TensorData::U8(_) | TensorData::I8(_));
+    let dtype = if eight_bit {
+        x.dtype()
+    } else {
+        ctx.float_dtype(0)?
+    };
     let settings = parse_settings(ctx)?;
     let specs = axis_specs(ctx, x.shape(), settings.coord)?;
     if ctx.attr_int("antialias", 0)? != 0 && specs.iter().any(|s| s.output < s.input) {
@@ -371,6 +379,17 @@ fn resize(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     if let Some(axis) = specs.iter().position(|s| s.input == 0 && s.output > 0) {
         return Err(ctx.err(format!("cannot resize the empty axis {axis}")));
     }
+    if eight_bit {
+        if settings.mode != Mode::Nearest {
+            return Err(ctx.err(format!("resizes {dtype} in nearest mode only")));
+        }
+        let data = match x.data() {
+            TensorData::U8(v) => TensorData::U8(nearest_8bit(v, &settings, &specs, extrapolation)),
+            TensorData::I8(v) => TensorData::I8(nearest_8bit(v, &settings, &specs, extrapolation)),
+            _ => unreachable!("8-bit data"),
+        };
+        return Ok(vec![ctx.tensor(out_dims, data)?]);
+    }
     let input = ctx.float_input(0)?;
     if let Some(out) = nearest_last_two(&input, &settings, &specs) {
         return Ok(vec![tensor_from_f32(dtype, out_dims, out)]);
@@ -378,6 +397,39 @@ fn resize(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let taps: Vec<Vec<Taps>> = specs.iter().map(|s| axis_taps(&settings, s)).collect();
     let out = separable(input.into_owned(), &specs, &taps, extrapolation);
     Ok(vec![tensor_from_f32(dtype, out_dims, out)])
+}
+
+/// Nearest-mode resize of 8-bit `data`: the values copied, as [`nearest_last_two`] does
+/// where it applies, else through the generic path in f32 (exact for 8-bit values; an
+/// extrapolated value saturates to the type).
+fn nearest_8bit<T>(data: &[T], s: &Settings, specs: &[AxisSpec], extrapolation: f32) -> Vec<T>
+where
+    T: Copy + Send + Sync + Into<f32> + EightBit,
+{
+    if let Some(out) = nearest_last_two(data, s, specs) {
+        return out;
+    }
+    let taps: Vec<Vec<Taps>> = specs.iter().map(|a| axis_taps(s, a)).collect();
+    let wide = data.iter().map(|&v| v.into()).collect();
+    let out = separable(wide, specs, &taps, extrapolation);
+    out.into_iter().map(T::saturate).collect()
+}
+
+/// An 8-bit integer type, from f32 by saturation.
+trait EightBit {
+    fn saturate(v: f32) -> Self;
+}
+
+impl EightBit for u8 {
+    fn saturate(v: f32) -> u8 {
+        v as u8
+    }
+}
+
+impl EightBit for i8 {
+    fn saturate(v: f32) -> i8 {
+        v as i8
+    }
 }
 
 /// The generic path: `data` (extents `specs[..].input`) resampled one axis after the
@@ -424,7 +476,11 @@ fn nearest_indices(s: &Settings, a: &AxisSpec) -> Option<Vec<usize>> {
 /// axis. `None` (use the generic path) when a leading axis changes, the rank is below
 /// 2 or a coordinate is extrapolated. The values are copied, so the result is the
 /// generic path's bit for bit.
-fn nearest_last_two(data: &[f32], s: &Settings, specs: &[AxisSpec]) -> Option<Vec<f32>> {
+fn nearest_last_two<T: Copy + Send + Sync>(
+    data: &[T],
+    s: &Settings,
+    specs: &[AxisSpec],
+) -> Option<Vec<T>> {
     let rank = specs.len();
     if s.mode != Mode::Nearest || rank < 2 {
         return None;
@@ -454,13 +510,13 @@ fn nearest_last_two(data: &[f32], s: &Settings, specs: &[AxisSpec]) -> Option<Ve
 /// element (`rows[y]`, `cols[x]`) of input plane p (`ih x iw`). An output row that
 /// reads the same source row as the previous one is a copy of it; planes run in
 /// parallel.
-fn gather_planes(
-    data: &[f32],
+fn gather_planes<T: Copy + Send + Sync>(
+    data: &[T],
     planes: usize,
     (ih, iw): (usize, usize),
     rows: &[usize],
     cols: &[usize],
-) -> Vec<f32> {
+) -> Vec<T> {
     let (oh, ow) = (rows.len(), cols.len());
     let repeat = repeat_factor(cols, iw);
     let len = planes * oh * ow;
@@ -494,14 +550,19 @@ fn repeat_factor(cols: &[usize], iw: usize) -> Option<usize> {
 
 /// One output row, `dst[x] = src[cols[x]]`; when the columns repeat every source
 /// element by `repeat` (1, 2, 4 or 8), as loops the compiler vectorizes.
-fn gather_row(src: &[f32], cols: &[usize], repeat: Option<usize>, dst: &mut [MaybeUninit<f32>]) {
+fn gather_row<T: Copy>(
+    src: &[T],
+    cols: &[usize],
+    repeat: Option<usize>,
+    dst: &mut [MaybeUninit<T>],
+) {
     match repeat {
         Some(1) => dst.iter_mut().zip(src).for_each(|(d, &v)| {
             d.write(v);
         }),
-        Some(2) => repeat_each::<2>(src, dst),
-        Some(4) => repeat_each::<4>(src, dst),
-        Some(8) => repeat_each::<8>(src, dst),
+        Some(2) => repeat_each::<2, T>(src, dst),
+        Some(4) => repeat_each::<4, T>(src, dst),
+        Some(8) => repeat_each::<8, T>(src, dst),
         _ => dst.iter_mut().zip(cols).for_each(|(d, &c)| {
             d.write(src[c]);
         }),
@@ -509,7 +570,7 @@ fn gather_row(src: &[f32], cols: &[usize], repeat: Option<usize>, dst: &mut [May
 }
 
 /// `dst` holds every element of `src` `F` times in a row.
-fn repeat_each<const F: usize>(src: &[f32], dst: &mut [MaybeUninit<f32>]) {
+fn repeat_each<const F: usize, T: Copy>(src: &[T], dst: &mut [MaybeUninit<T>]) {
     for (d, &v) in dst.chunks_exact_mut(F).zip(src) {
         d.copy_from_slice(&[MaybeUninit::new(v); F]);
     }
