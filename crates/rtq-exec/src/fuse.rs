@@ -27,9 +27,11 @@
 //!
 //! The rewritten graph is executed, never written.
 
+use crate::hoist::per_tensor_8bit;
 use crate::ops::chain::{per_channel, Code};
 use crate::ops::integer::INTEGER_DOMAIN;
-use rtq_ir::{Attr, DType, Dim, Graph, Node, NodeId, TensorData, ValueId};
+use crate::registry::is_default_domain;
+use rtq_ir::{Attr, DType, Dim, Graph, Node, NodeId, ValueId};
 use std::collections::HashSet;
 
 /// Rewrites every decomposed activation of `graph` (not inside control-flow bodies);
@@ -267,7 +269,7 @@ fn dequantizes(graph: &Graph, id: NodeId, q: &Node) -> bool {
         _ => false,
     };
     let out = node.outputs.first().map(|&o| graph.value(o).dtype);
-    (node.domain.is_empty() || node.domain == "ai.onnx")
+    is_default_domain(&node.domain)
         && node.op_type == "DequantizeLinear"
         && node.input(0).is_some_and(|v| q.outputs.first() == Some(&v))
         && node.inputs.len() <= 3
@@ -289,7 +291,7 @@ struct ChainStep {
 /// value `from` when given) with constant operands of a shape that keeps `x`'s.
 fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, ChainStep)> {
     let node = graph.node(id);
-    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+    let default_domain = is_default_domain(&node.domain);
     let first = node.input(0)?;
     let plain = |code, params| ChainStep {
         code,
@@ -381,30 +383,12 @@ fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, Ch
         }
         (true, "QuantizeLinear") => {
             from?;
-            let scale = graph.constant(node.input(1)?)?;
-            if scale.len() != 1 || scale.dtype() != DType::F32 {
-                return None;
-            }
-            if node.attr_int("block_size", 0) != 0 || node.attr_int("output_dtype", 0) != 0 {
-                return None;
-            }
-            let zero = match node.input(2) {
-                None => None,
-                Some(z) => {
-                    let t = graph.constant(z)?;
-                    match t.data() {
-                        TensorData::I8(v) if v.len() == 1 => {}
-                        TensorData::U8(v) if v.len() == 1 => {}
-                        _ => return None,
-                    }
-                    Some(z)
-                }
-            };
+            per_tensor_8bit(graph, id)?;
             (
                 first,
                 ChainStep {
                     code: Code::Quantize,
-                    operands: [node.input(1), zero],
+                    operands: [node.input(1), node.input(2)],
                     params: [0.0, 0.0],
                 },
             )
@@ -419,7 +403,7 @@ fn step(graph: &Graph, id: NodeId, from: Option<ValueId>) -> Option<(ValueId, Ch
 }
 
 /// The (node, input slot) pairs reading each value, by value index.
-type Readers = Vec<Vec<(NodeId, usize)>>;
+pub(crate) type Readers = Vec<Vec<(NodeId, usize)>>;
 
 /// The scalar value of constant `v`, if it is one.
 fn scalar(graph: &Graph, v: Option<ValueId>) -> Option<f32> {
@@ -753,7 +737,7 @@ mod tests {
 mod chain_tests {
     use super::*;
     use crate::Plan;
-    use rtq_ir::{DType, Dim, Tensor};
+    use rtq_ir::{DType, Dim, Tensor, TensorData};
     use std::collections::BTreeMap;
 
     /// An op of a test chain: type, constant operand, whether the constant comes first.

@@ -9,10 +9,9 @@
 //!
 //! The rewritten graph is executed, never written.
 
+use crate::fuse::Readers;
+use crate::registry::is_default_domain;
 use rtq_ir::{DType, Graph, Node, NodeId, TensorData, ValueId};
-
-/// The (node, input slot) pairs reading each value, by value index.
-type Readers = Vec<Vec<(NodeId, usize)>>;
 
 /// Moves every per-tensor 8-bit QuantizeLinear of `graph` (not inside control-flow
 /// bodies) ahead of the Concat and nearest-mode Resize ops computing its input, where
@@ -40,12 +39,14 @@ pub fn hoist_quantize(graph: &mut Graph) -> usize {
     moved
 }
 
-/// The 8-bit type of QuantizeLinear node `id` of float32 to a scalar scale and zero
-/// point, or `None` when it is not one.
-fn per_tensor_8bit(graph: &Graph, id: NodeId) -> Option<DType> {
+/// The 8-bit type of QuantizeLinear node `id` of float32 to a constant scalar float32
+/// scale and 8-bit zero point, or `None` when it is not one.
+pub(crate) fn per_tensor_8bit(graph: &Graph, id: NodeId) -> Option<DType> {
     let node = graph.node(id);
-    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
-    if !default_domain || node.op_type != "QuantizeLinear" || node.outputs.len() != 1 {
+    if !is_default_domain(&node.domain)
+        || node.op_type != "QuantizeLinear"
+        || node.outputs.len() != 1
+    {
         return None;
     }
     if node.attr_int("block_size", 0) != 0 || node.attr_int("output_dtype", 0) != 0 {
@@ -73,7 +74,7 @@ fn per_tensor_8bit(graph: &Graph, id: NodeId) -> Option<DType> {
 fn mover(graph: &Graph, readers: &Readers, v: ValueId) -> Option<NodeId> {
     let (id, _) = graph.value(v).producer?;
     let node = graph.node(id);
-    let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
+    let default_domain = is_default_domain(&node.domain);
     let moves = match node.op_type.as_str() {
         "Concat" => true,
         "Resize" => {

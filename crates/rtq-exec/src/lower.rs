@@ -24,6 +24,7 @@
 
 use crate::igemm::Isa;
 use crate::ops::integer::{INTEGER_DOMAIN, ISA_ATTR};
+use crate::registry::is_default_domain;
 use rtq_ir::{Attr, DType, Graph, Node, NodeId, Tensor, TensorData, ValueId};
 
 /// Largest inner dimension lowered: INT32 accumulators of INT8 products stay exact
@@ -39,7 +40,7 @@ pub fn lower_to_integer(graph: &mut Graph, isa: Isa) -> Vec<String> {
     let mut lowered = Vec::new();
     for id in graph.node_ids() {
         let node = graph.node(id);
-        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+        if !is_default_domain(&node.domain) {
             continue;
         }
         let rewrite = match node.op_type.as_str() {
@@ -100,7 +101,7 @@ fn dequantized_weight(graph: &Graph, v: ValueId) -> Option<(ValueId, ValueId, Op
 fn dequantize(graph: &Graph, v: ValueId) -> Option<(ValueId, ValueId, i64)> {
     let (producer, _) = graph.value(v).producer?;
     let dq = graph.node(producer);
-    if dq.op_type != "DequantizeLinear" || !(dq.domain.is_empty() || dq.domain == "ai.onnx") {
+    if dq.op_type != "DequantizeLinear" || !is_default_domain(&dq.domain) {
         return None;
     }
     if dq.attr_int("block_size", 0) != 0 {

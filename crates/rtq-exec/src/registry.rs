@@ -27,7 +27,7 @@ fn table() -> &'static HashMap<&'static str, Kernel> {
 }
 
 /// Whether `domain` names the default ONNX domain.
-fn is_default_domain(domain: &str) -> bool {
+pub(crate) fn is_default_domain(domain: &str) -> bool {
     domain.is_empty() || domain == "ai.onnx"
 }
 

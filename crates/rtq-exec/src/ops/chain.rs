@@ -207,8 +207,6 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         return Err(ctx.err(format!("takes float32, got {}", x.dtype())));
     };
     let shape = x.shape();
-    let channels = if shape.len() >= 2 { shape[1] } else { 1 };
-    let inner: usize = shape.iter().skip(2).product();
     let encoded = ctx.attr_ints("steps")?.unwrap_or_default();
     let params = ctx.attr_floats("params")?.unwrap_or_default();
     if encoded.len() % 3 != 0 || params.len() * 3 != encoded.len() * 2 {
@@ -226,13 +224,14 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         match code {
             Code::Add | Code::Sub | Code::Mul | Code::Div => match operand(ctx, a, shape)? {
                 Some(c) => steps.push(Step::Binary(code, c)),
-                None => return stepwise(ctx, x, &encoded, &params),
+                None => {
+                    let (value, quantize) = stepwise(ctx, x, &encoded, &params)?;
+                    let v = value.as_f32().map_err(|e| ctx.err(e.to_string()))?;
+                    return chain_output(ctx, v, value.shape(), &[], quantize);
+                }
             },
-            Code::Relu => steps.push(Step::Relu),
-            Code::Clip => steps.push(Step::Clip(p0, p1)),
-            Code::HardSwish => steps.push(Step::HardSwish(p0, p1 != 0.0)),
-            Code::FakeQuantize => steps.push(Step::FakeQuantize(quantizer(ctx, a, b)?)),
             Code::Quantize => quantize = Some(quantizer(ctx, a, b)?),
+            _ => steps.push(other_step(ctx, code, (a, b), (p0, p1))?),
         }
     }
     if let Some((pass, q)) = quantize
@@ -256,6 +255,19 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
         ]);
     }
+    chain_output(ctx, v, shape, &steps, quantize)
+}
+
+/// The output of `steps` on float32 `v` (of `shape`), then `quantize` if given.
+fn chain_output(
+    ctx: &OpCtx<'_>,
+    v: &[f32],
+    shape: &[usize],
+    steps: &[Step<'_>],
+    quantize: Option<Quantize>,
+) -> Result<Vec<Tensor>, ExecError> {
+    let channels = if shape.len() >= 2 { shape[1] } else { 1 };
+    let inner: usize = shape.iter().skip(2).product();
     // Without per-channel operands any piece of the tensor is a plane: pieces of a
     // task's size let the tasks spread over threads.
     let per_channel = steps.iter().any(|s| {
@@ -271,7 +283,7 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     };
     let chain = Chain {
         x: v,
-        steps: &steps,
+        steps,
         plane,
         channels: channels.max(1),
     };
@@ -371,66 +383,54 @@ fn per_plane(c: &[usize], x: &[usize]) -> bool {
     x.len() >= 2 && c.len() == x.len() && c[..2] == x[..2] && c[2..].iter().all(|&d| d == 1)
 }
 
-/// The chain of `x` op by op on whole tensors, each step broadcasting as its op does:
-/// for computed operands whose run-time shapes fit none of [`operand`]'s forms.
+/// The chain of `x` op by op on whole tensors, each step broadcasting as its op does,
+/// up to its final quantization (returned): for computed operands whose run-time
+/// shapes fit none of [`operand`]'s forms.
 fn stepwise(
     ctx: &OpCtx<'_>,
     x: &Tensor,
     encoded: &[i64],
     params: &[f32],
-) -> Result<Vec<Tensor>, ExecError> {
+) -> Result<(Tensor, Option<Quantize>), ExecError> {
     let mut value = x.clone();
     for (i, s) in encoded.chunks_exact(3).enumerate() {
         let code = Code::from_i64(s[0]).ok_or_else(|| ctx.err(format!("step code {}", s[0])))?;
-        let (p0, p1) = (params[2 * i], params[2 * i + 1]);
         let (a, b) = (s[1] as usize, s[2] as usize);
-        let unary = match code {
-            Code::Add | Code::Sub | Code::Mul | Code::Div => {
-                let op = match code {
-                    Code::Add => Arith::Add,
-                    Code::Sub => Arith::Sub,
-                    Code::Mul => Arith::Mul,
-                    _ => Arith::Div,
-                };
-                value = arith(ctx, op, &value, ctx.input(a)?)?;
+        let op = match code {
+            Code::Add => Arith::Add,
+            Code::Sub => Arith::Sub,
+            Code::Mul => Arith::Mul,
+            Code::Div => Arith::Div,
+            Code::Quantize => return Ok((value, Some(quantizer(ctx, a, b)?))),
+            _ => {
+                let step = other_step(ctx, code, (a, b), (params[2 * i], params[2 * i + 1]))?;
+                let v = value.as_f32().map_err(|e| ctx.err(e.to_string()))?;
+                let mut out = vec![0f32; v.len()];
+                step_into(&step, v, &mut out, Position::default());
+                value = ctx.tensor(value.shape().to_vec(), TensorData::F32(out))?;
                 continue;
             }
-            Code::Quantize => {
-                let q = quantizer(ctx, a, b)?;
-                let v = float_values(ctx, &value)?;
-                let work = v.len();
-                let data = if q.unsigned {
-                    TensorData::U8(par::written(v.len(), TASK, work, |t, dst| {
-                        let src = &v[t * TASK..][..dst.len()];
-                        quantize_8bit_tensor(src, q.scale, q.zero, true, dst, |v| v as u8)
-                    }))
-                } else {
-                    TensorData::I8(par::written(v.len(), TASK, work, |t, dst| {
-                        let src = &v[t * TASK..][..dst.len()];
-                        quantize_8bit_tensor(src, q.scale, q.zero, false, dst, |v| v as i8)
-                    }))
-                };
-                return Ok(vec![ctx.tensor(value.shape().to_vec(), data)?]);
-            }
-            Code::Relu => Step::Relu,
-            Code::Clip => Step::Clip(p0, p1),
-            Code::HardSwish => Step::HardSwish(p0, p1 != 0.0),
-            Code::FakeQuantize => Step::FakeQuantize(quantizer(ctx, a, b)?),
         };
-        let v = float_values(ctx, &value)?;
-        let mut out = vec![0f32; v.len()];
-        step_into(&unary, &v, &mut out, Position::default());
-        value = ctx.tensor(value.shape().to_vec(), TensorData::F32(out))?;
+        value = arith(ctx, op, &value, ctx.input(a)?)?;
     }
-    Ok(vec![value])
+    Ok((value, None))
 }
 
-/// The values of float32 tensor `t`.
-fn float_values<'t>(ctx: &OpCtx<'_>, t: &'t Tensor) -> Result<Cow<'t, [f32]>, ExecError> {
-    match t.data() {
-        TensorData::F32(v) => Ok(Cow::Borrowed(v)),
-        _ => Err(ctx.err(format!("a step produced {}, not float32", t.dtype()))),
-    }
+/// The step of `code`, neither a binary op nor the final quantization, with operands
+/// in slots `a` and `b` and parameters `p0` and `p1`.
+fn other_step<'a>(
+    ctx: &OpCtx<'a>,
+    code: Code,
+    (a, b): (usize, usize),
+    (p0, p1): (f32, f32),
+) -> Result<Step<'a>, ExecError> {
+    Ok(match code {
+        Code::Relu => Step::Relu,
+        Code::Clip => Step::Clip(p0, p1),
+        Code::HardSwish => Step::HardSwish(p0, p1 != 0.0),
+        Code::FakeQuantize => Step::FakeQuantize(quantizer(ctx, a, b)?),
+        other => return Err(ctx.err(format!("{other:?} is not an elementwise step"))),
+    })
 }
 
 /// Whether a constant of shape `c` broadcast against `x` (extents `None` where
