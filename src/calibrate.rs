@@ -1,15 +1,15 @@
 //! Calibration driver: streams samples through the FP32 graph on the CPU executor and
 //! feeds every observed tensor to its range collector.
 
-use crate::progress::{Progress, ProgressTask};
+use crate::progress::Progress;
+use crate::sample_stream::stream_samples;
 use anyhow::{Context, Result};
 use rayon::prelude::*;
 use rtq_calib::{CalibMethod, CalibrationSet, Calibrator, InputSpec, RangeCollector, RangeStats};
 use rtq_ir::{Graph, Tensor, ValueId};
 use std::collections::HashMap;
-use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Ranges and statistics gathered by [`calibrate`].
 #[derive(Default)]
@@ -137,32 +137,13 @@ impl CalibrationResult {
     }
 }
 
-/// Batches of computed tensors waiting for their collectors. With [`BATCH_BYTES`] this
-/// bounds what the pipeline adds to memory, independently of the number of samples.
-const QUEUE_DEPTH: usize = 2;
-
-/// Tensors are handed over in batches of about this many bytes (or one sample's, if
-/// smaller): one hand-over per tensor would wake the collector thread hundreds of
-/// times per sample on small models.
-const BATCH_BYTES: usize = 1 << 20;
-
-/// One computed tensor on its way to its collector.
-struct Observation {
-    /// Index into the calibration set's files.
-    file: usize,
-    /// Index into the targets (and collectors).
-    slot: usize,
-    tensor: Arc<Tensor>,
-}
-
 /// Streams the files `files` (indices into `set`) through `graph`, observing `targets`.
 ///
-/// Two stages run at once: the forward passes on the calling thread, and the range
-/// collectors on a second thread, fed tensors as the executor computes them (shared,
-/// not copied). Collectors see the tensors in the same order as a sequential run, so
-/// the ranges do not depend on the timing. Memory stays flat: one sample's
-/// activations plus a short queue (at most about
-/// `QUEUE_DEPTH * BATCH_BYTES`), histograms of fixed size.
+/// The forward passes run on several workers at once ([`stream_samples`]), each
+/// feeding the tensors it computes to collectors of its own; the workers' collectors
+/// are then merged. Collected statistics are exact counts and extremes, so the ranges
+/// depend neither on the timing nor on the number of threads. Memory stays flat: one
+/// sample's activations per worker, histograms of fixed size.
 pub fn calibrate(
     graph: &Graph,
     set: &CalibrationSet,
@@ -176,44 +157,40 @@ pub fn calibrate(
     let specs = InputSpec::from_graph(graph)?;
     let slot_of: HashMap<ValueId, usize> =
         targets.iter().enumerate().map(|(i, &v)| (v, i)).collect();
-    let mut collectors: Vec<Box<dyn RangeCollector>> =
-        targets.iter().map(|_| calibrator.collector()).collect();
     let bar = progress.task(
         &format!("calibrating ({})", calibrator.name()),
         files.len() as u64,
     );
-    let describe = |o: &Observation, e: &dyn std::fmt::Display| {
-        format!(
-            "{}: tensor `{}`: {e}",
-            set.files()[o.file].display(),
-            graph.value(targets[o.slot]).name
-        )
+    let new_collectors = || -> Vec<Box<dyn RangeCollector>> {
+        targets.iter().map(|_| calibrator.collector()).collect()
     };
-    let (forward, collected) = std::thread::scope(|scope| {
-        let (queue, incoming) = mpsc::sync_channel::<Vec<Observation>>(QUEUE_DEPTH);
-        let collectors = &mut collectors;
-        let collector_stage = scope.spawn(move || -> Result<(), String> {
-            for o in incoming.into_iter().flatten() {
-                collectors[o.slot]
-                    .observe(&f32_values(&o.tensor))
-                    .map_err(|e| describe(&o, &e))?;
-            }
-            Ok(())
-        });
-        // On one of rayon's own threads, the kernels' parallel loops start as local
-        // work instead of being injected into the pool from outside and waited for
-        // (two thread switches per loop, which dominate on small models).
-        let forward =
-            rayon::scope(|_| run_forward(&plan, set, files, &specs, &slot_of, &bar, queue));
-        let collected = collector_stage
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (forward, collected)
-    });
+    let observe = |collectors: &mut Vec<Box<dyn RangeCollector>>,
+                   file: usize,
+                   v: ValueId,
+                   t: &Arc<Tensor>|
+     -> Result<()> {
+        let Some(&slot) = slot_of.get(&v) else {
+            return Ok(());
+        };
+        collectors[slot].observe(&f32_values(t)).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: tensor `{}`: {e}",
+                set.files()[file].display(),
+                graph.value(v).name
+            )
+        })
+    };
+    let streamed = stream_samples(&plan, set, files, &specs, &new_collectors, &observe, &bar);
     bar.finish();
-    // A collector's error comes from an earlier tensor than any forward error.
-    collected.map_err(anyhow::Error::msg)?;
-    let samples = forward?;
+    let (per_worker, samples) = streamed?;
+    let mut per_worker = per_worker.into_iter();
+    let mut collectors = per_worker.next().unwrap_or_else(new_collectors);
+    for more in per_worker {
+        for (slot, (mine, theirs)) in collectors.iter_mut().zip(&more).enumerate() {
+            mine.merge(theirs.as_ref())
+                .with_context(|| format!("tensor `{}`", graph.value(targets[slot]).name))?;
+        }
+    }
     if samples == 0 {
         anyhow::bail!("calibration saw no samples");
     }
@@ -247,79 +224,6 @@ fn choose_ranges(
         result.stats.push((v, stats));
     }
     Ok(result)
-}
-
-/// Runs every sample of `files` through `plan`, sending the observed tensors to
-/// `queue`; returns the number of samples. Stops early (without error) when the
-/// collector stage has stopped, which then reports why.
-fn run_forward(
-    plan: &rtq_exec::Plan,
-    set: &CalibrationSet,
-    files: &[usize],
-    specs: &[InputSpec],
-    slot_of: &HashMap<ValueId, usize>,
-    bar: &ProgressTask,
-    queue: SyncSender<Vec<Observation>>,
-) -> Result<usize> {
-    let mut samples = 0usize;
-    for &file in files {
-        let batch = set.load(file, specs)?;
-        for sample in batch {
-            let mut stopped = false;
-            let mut pending = Vec::new();
-            let mut pending_bytes = 0usize;
-            plan.run_observed(&sample, &mut |v, t| {
-                if let (Some(&slot), false) = (slot_of.get(&v), stopped) {
-                    pending_bytes += t.byte_size();
-                    pending.push(Observation {
-                        file,
-                        slot,
-                        tensor: Arc::clone(t),
-                    });
-                    if pending_bytes >= BATCH_BYTES {
-                        stopped = !hand_over(&queue, std::mem::take(&mut pending));
-                        pending_bytes = 0;
-                    }
-                }
-            })
-            .with_context(|| {
-                format!(
-                    "running calibration sample from {}",
-                    set.files()[file].display()
-                )
-            })?;
-            if !pending.is_empty() && !stopped {
-                stopped = !hand_over(&queue, pending);
-            }
-            if stopped {
-                return Ok(samples);
-            }
-            samples += 1;
-        }
-        bar.inc()?;
-    }
-    Ok(samples)
-}
-
-/// Sends `batch` to the collector stage; false when that stage has stopped.
-///
-/// The forward passes run on one of rayon's threads, and the collectors use the same
-/// pool for big tensors: while the queue is full this thread runs the pool's pending
-/// work (or naps briefly) instead of blocking, so that even a pool of one thread
-/// cannot deadlock.
-fn hand_over(queue: &SyncSender<Vec<Observation>>, mut batch: Vec<Observation>) -> bool {
-    loop {
-        match queue.try_send(batch) {
-            Ok(()) => return true,
-            Err(TrySendError::Disconnected(_)) => return false,
-            Err(TrySendError::Full(back)) => {
-                batch = back;
-                if rayon::yield_now() != Some(rayon::Yield::Executed) {
-                    std::thread::sleep(Duration::from_micros(50));
-                }
-            }
-        }
-    }
 }
 
 /// Each target's largest magnitude per channel (along its axis) over the samples of

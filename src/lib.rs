@@ -22,6 +22,7 @@ pub mod inspect;
 pub mod pipeline;
 pub mod progress;
 pub mod range_choice;
+mod sample_stream;
 
 /// Build facts recorded by build.rs (git revision, enabled features).
 pub mod build_info {

@@ -162,9 +162,10 @@ fn nan_computed_inside_the_graph_names_tensor_and_sample() {
     if skip_python() {
         return;
     }
-    // Sqrt of a negative input gives NaN in an intermediate tensor: the calibration
-    // stage that histograms it (a thread of its own) must stop the run with an error
-    // naming the tensor and the sample, leaving no output.
+    // Sqrt of a negative input gives NaN in an intermediate tensor (samples 3 and 4):
+    // the calibration must stop the run with an error naming the tensor and the
+    // first such sample, whichever forward worker met which sample first, leaving no
+    // output.
     let (_dir, model, calib) = python_model(
         "sqrt.onnx",
         r#"
@@ -178,16 +179,47 @@ g = helper.make_graph([n1, n2], "g",
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), MODEL)
 for i in range(6):
-    np.save(f"{CALIB}/s{i}.npy", np.full((1, 4), 1.0 if i != 3 else -1.0, np.float32))
+    np.save(f"{CALIB}/s{i}.npy", np.full((1, 4), -1.0 if i in (3, 4) else 1.0, np.float32))
 "#,
     );
-    let out = tempfile::tempdir().unwrap();
-    let err = compile_int8(&model, &calib, out.path());
-    assert!(
-        err.contains("s3.npy") && err.contains("`root`") && err.contains("NaN"),
-        "{err}"
-    );
-    assert_no_outputs(out.path());
+    for threads in [None, Some("1"), Some("2"), Some("3")] {
+        let out = tempfile::tempdir().unwrap();
+        let err = compile_int8_with_threads(&model, &calib, out.path(), threads);
+        assert!(
+            err.contains("s3.npy")
+                && !err.contains("s4.npy")
+                && err.contains("`root`")
+                && err.contains("NaN"),
+            "threads {threads:?}: {err}"
+        );
+        assert_no_outputs(out.path());
+    }
+}
+
+/// [`compile_int8`] with `RAYON_NUM_THREADS=threads` (rayon's default when `None`).
+fn compile_int8_with_threads(
+    model: &Path,
+    calib: &Path,
+    out: &Path,
+    threads: Option<&str>,
+) -> String {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_rtq"));
+    cmd.args([
+        "compile",
+        model.to_str().unwrap(),
+        "--int8",
+        "--calib",
+        calib.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    if let Some(n) = threads {
+        cmd.env("RAYON_NUM_THREADS", n);
+    }
+    let result = cmd.output().expect("rtq runs");
+    assert!(!result.status.success() && result.status.code() != Some(101));
+    String::from_utf8(result.stderr).expect("utf-8")
 }
 
 #[test]

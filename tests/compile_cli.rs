@@ -212,9 +212,10 @@ fn every_calibration_method_builds() {
 
 #[test]
 fn same_input_gives_byte_identical_outputs() {
-    // Calibration runs the forward passes and the range collectors on different
-    // threads and splits large tensors over rayon's pool: neither the timing nor the
-    // thread count may change a single byte.
+    // Calibration runs the forward passes on several workers (one per thread), each
+    // with range collectors of its own that are merged at the end, and splits large
+    // tensors over a worker's threads: neither the timing nor the thread count may
+    // change a single byte.
     let (model, calib) = (demo_model(), demo_calib());
     let build = |threads: Option<&str>| {
         let out = tempfile::tempdir().unwrap();
@@ -257,9 +258,9 @@ fn large_activations_calibrate_identically_on_any_pool_size() {
     if skip_python() {
         return;
     }
-    // Activations of 16x128x128 values are histogrammed on rayon's pool while the
-    // forward passes (themselves on a pool thread) fill the hand-over queue: with a
-    // pool of one thread this must neither deadlock nor change a byte.
+    // Activations of 16x128x128 values are histogrammed on the pool of the forward
+    // worker that computed them (split over its threads when it has several): with
+    // one thread, or several workers, this must neither deadlock nor change a byte.
     let (_dir, model, calib) = python_model(
         "convs.onnx",
         r#"
@@ -304,6 +305,8 @@ for i in range(8):
     let one = build("1");
     assert_eq!(one, build("2"), "cache differs between 1 and 2 threads");
     assert_eq!(one, build("3"), "cache differs between 1 and 3 threads");
+    // Four workers, the first with two threads.
+    assert_eq!(one, build("5"), "cache differs between 1 and 5 threads");
 }
 
 #[test]

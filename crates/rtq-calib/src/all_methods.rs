@@ -110,6 +110,10 @@ impl RangeCollector for AllMethodsCollector {
         self.inner.observe(values)
     }
 
+    fn merge(&mut self, other: &dyn RangeCollector) -> Result<(), CalibError> {
+        self.inner.merge(other)
+    }
+
     fn amax(&self) -> Result<f32, CalibError> {
         self.inner.amax()
     }

@@ -23,6 +23,14 @@ pub trait RangeCollector: Send {
     /// collector is then left unchanged. The caller adds the tensor and file
     /// names (see [`CalibError::for_tensor`]).
     fn observe(&mut self, values: &[f32]) -> Result<(), CalibError>;
+    /// Folds in everything `other` (a collector of the same calibrator) observed, as
+    /// if this collector had observed it too: the ranges then depend only on the
+    /// values the two saw together, not on how they were split between them, so
+    /// calibration files can be observed on several threads and the collectors merged.
+    ///
+    /// Fails with [`CalibError::Stats`] if `other` keeps other statistics (another
+    /// calibrator, another bin count); this collector is then left unchanged.
+    fn merge(&mut self, other: &dyn RangeCollector) -> Result<(), CalibError>;
     /// The final symmetric range `amax` (finite and > 0); the int8 scale is `amax / 127`.
     ///
     /// Fails with [`CalibError::NoData`] if nothing was observed.

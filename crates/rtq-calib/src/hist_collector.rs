@@ -94,6 +94,29 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
         Ok(())
     }
 
+    fn merge(&mut self, other: &dyn RangeCollector) -> Result<(), CalibError> {
+        let Some(theirs) = other.statistics() else {
+            return Err(CalibError::Stats {
+                reason: "a collector without a histogram cannot be merged into one with a \
+                         histogram"
+                    .to_string(),
+            });
+        };
+        if !self.hist.merge(&theirs.histogram) {
+            return Err(CalibError::Stats {
+                reason: format!(
+                    "histograms of {} and {} bins cannot be merged",
+                    self.hist.num_bins(),
+                    theirs.histogram.num_bins()
+                ),
+            });
+        }
+        self.observed
+            .merge(Observed::from_parts(theirs.min, theirs.max, theirs.count));
+        self.cached.set(None);
+        Ok(())
+    }
+
     fn amax(&self) -> Result<f32, CalibError> {
         if let Some(a) = self.cached.get() {
             return Ok(a);

@@ -32,6 +32,11 @@ impl RangeCollector for MaxCollector {
         Ok(())
     }
 
+    fn merge(&mut self, other: &dyn RangeCollector) -> Result<(), CalibError> {
+        self.observed.merge(Observed::from_stats(&other.stats()));
+        Ok(())
+    }
+
     fn amax(&self) -> Result<f32, CalibError> {
         let absmax = self.observed.absmax();
         finalize(absmax.unwrap_or(0.0) as f64, absmax)

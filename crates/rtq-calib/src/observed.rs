@@ -70,6 +70,19 @@ impl Observed {
         self.count += len as u64;
     }
 
+    /// Folds in what `other` observed.
+    pub fn merge(&mut self, other: Observed) {
+        if let Some(batch) = other.range {
+            self.add(batch, 0);
+        }
+        self.count += other.count;
+    }
+
+    /// The observations a report describes (its extremes and count).
+    pub fn from_stats(stats: &RangeStats) -> Observed {
+        Observed::from_parts(stats.min, stats.max, stats.count)
+    }
+
     /// Observations with these extremes over `count` values (none if `count` is 0).
     pub fn from_parts(min: f32, max: f32, count: u64) -> Observed {
         Observed {
@@ -128,5 +141,15 @@ mod tests {
             (s.min, s.max, s.absmax, s.count, s.amax),
             (-1.0, 2.0, 2.0, 10, 1.5)
         );
+        // Merging: empty sides change nothing, extremes and counts combine.
+        let mut merged = Observed::default();
+        merged.merge(Observed::default());
+        assert_eq!(merged, Observed::default());
+        merged.merge(o);
+        assert_eq!(merged, o);
+        merged.merge(Observed::from_parts(-4.0, 1.0, 5));
+        let m = merged.stats(0.0);
+        assert_eq!((m.min, m.max, m.count), (-4.0, 2.0, 15));
+        assert_eq!(Observed::from_stats(&m), merged);
     }
 }

@@ -131,6 +131,97 @@ mod tests {
         assert_eq!(c.name(), "mse");
     }
 
+    /// Batches of different scales (so histograms widen as they come), with zeros.
+    fn batches() -> Vec<Vec<f32>> {
+        let mut rng = rtq_test_support::Rng::new(7);
+        [0.01f32, 3.0, 0.0, 0.5, 40.0, 1.0]
+            .iter()
+            .map(|&scale| {
+                (0..3000)
+                    .map(|i| {
+                        if i % 5 == 0 {
+                            0.0
+                        } else {
+                            rng.normal() as f32 * scale
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn merged_collectors_equal_one_that_saw_everything() {
+        let options = CalibOptions::default();
+        let all_methods = crate::AllMethodsCalibrator::new(CalibMethod::Entropy, &options).unwrap();
+        let mut calibrators: Vec<Box<dyn Calibrator>> = calibrator_names()
+            .iter()
+            .map(|n| calibrator_by_name(n, &options).unwrap())
+            .collect();
+        calibrators.push(Box::new(all_methods));
+        let batches = batches();
+        for calibrator in &calibrators {
+            let mut whole = calibrator.collector();
+            for b in &batches {
+                whole.observe(b).unwrap();
+            }
+            // Every split of the batches between two collectors (by a bit mask), each
+            // merged into the other.
+            for mask in 0..1u32 << batches.len() {
+                let (mut a, mut b) = (calibrator.collector(), calibrator.collector());
+                for (i, batch) in batches.iter().enumerate() {
+                    let side = if mask >> i & 1 == 1 { &mut a } else { &mut b };
+                    side.observe(batch).unwrap();
+                }
+                let (mut ab, ba) = (a, b);
+                let copy_of_a = {
+                    let mut c = calibrator.collector();
+                    c.merge(ab.as_ref()).unwrap();
+                    c
+                };
+                ab.merge(ba.as_ref()).unwrap();
+                let mut ba = ba;
+                ba.merge(copy_of_a.as_ref()).unwrap();
+                for merged in [&ab, &ba] {
+                    let name = calibrator.name();
+                    assert_eq!(merged.stats(), whole.stats(), "{name}, split {mask:b}");
+                    assert_eq!(
+                        merged.statistics(),
+                        whole.statistics(),
+                        "{name}, split {mask:b}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn histograms_do_not_merge_into_other_collectors() {
+        let options = CalibOptions::default();
+        let mut entropy = calibrator_by_name("entropy", &options).unwrap().collector();
+        let mut max = calibrator_by_name("max", &options).unwrap().collector();
+        max.observe(&[1.0, -2.0]).unwrap();
+        entropy.observe(&[0.5]).unwrap();
+        let before = entropy.stats();
+        assert!(matches!(
+            entropy.merge(max.as_ref()),
+            Err(CalibError::Stats { .. })
+        ));
+        assert_eq!(entropy.stats(), before);
+        let coarse = CalibOptions {
+            num_bins: 256,
+            ..CalibOptions::default()
+        };
+        let other = calibrator_by_name("entropy", &coarse).unwrap().collector();
+        assert!(entropy.merge(other.as_ref()).is_err());
+        // The max of a histogram collector's values is all a max collector needs.
+        max.merge(entropy.as_ref()).unwrap();
+        assert_eq!(
+            (max.stats().min, max.stats().max, max.stats().count),
+            (-2.0, 1.0, 3)
+        );
+    }
+
     #[test]
     fn unknown_name_lists_known_ones() {
         let e = calibrator_by_name("kl", &CalibOptions::default())

@@ -294,6 +294,15 @@ impl Graph {
         self.values[id.index()].constant.as_ref()
     }
 
+    /// The constant data of `id`, mutably, when `id` is a constant whose tensor nothing
+    /// else (no clone of the graph, no executor) holds: rewrites in place then cost no copy.
+    pub fn unique_constant_mut(&mut self, id: ValueId) -> Option<&mut Tensor> {
+        self.values[id.index()]
+            .constant
+            .as_mut()
+            .and_then(Arc::get_mut)
+    }
+
     /// Turns `id` into a constant holding `tensor`. A node still producing `id` must be
     /// removed by the caller ([`verify`](crate::verify) rejects a value that is both).
     pub fn set_constant(&mut self, id: ValueId, tensor: Tensor) {

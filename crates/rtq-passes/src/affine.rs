@@ -81,8 +81,9 @@ pub(crate) fn fold_into(graph: &mut Graph, node: NodeId, affine: &ChannelAffine)
         return false;
     }
     let op = graph.node(node).op_type.clone();
+    let in_place = op == "Conv" && owns_f32_weights(graph, node);
     let rewritten = match op.as_str() {
-        "Conv" | "ConvTranspose" => fold_conv(graph, node, affine, op == "ConvTranspose"),
+        "Conv" | "ConvTranspose" => fold_conv(graph, node, affine, op == "ConvTranspose", in_place),
         "Gemm" => fold_gemm(graph, node, affine),
         "BatchNormalization" => fold_batch_norm(graph, node, affine),
         _ => None,
@@ -106,7 +107,48 @@ pub(crate) fn fold_into(graph: &mut Graph, node: NodeId, affine: &ChannelAffine)
             n.attrs.insert(attr.to_string(), value);
         }
     }
+    if in_place {
+        scale_weights_in_place(graph, node, &affine.scale);
+    }
     true
+}
+
+/// Whether the f32 weights (input 1) of `node` may be rewritten where they lie: a
+/// constant read by `node` alone, not a graph input or output, and held by nothing
+/// else. ResNet-50's 100 MB of weights then fold without a second copy in memory.
+fn owns_f32_weights(graph: &mut Graph, node: NodeId) -> bool {
+    let Some(w) = graph.node(node).input(1) else {
+        return false;
+    };
+    if graph.is_graph_input(w) || graph.is_graph_output(w) {
+        return false;
+    }
+    let consumers = graph.consumers();
+    if consumers[w.index()].len() != 1 {
+        return false;
+    }
+    graph
+        .unique_constant_mut(w)
+        .is_some_and(|t| t.dtype() == DType::F32)
+}
+
+/// Scales the weights of `node` (see [`owns_f32_weights`]) by `scale` per output channel
+/// in place, exactly as [`scale_runs`] would in a copy, and renames them as folded.
+fn scale_weights_in_place(graph: &mut Graph, node: NodeId, scale: &[f64]) {
+    let w = graph
+        .node(node)
+        .input(1)
+        .expect("checked by owns_f32_weights");
+    let name = folded_name(graph, &graph.value(w).name);
+    graph
+        .rename_value(w, &name)
+        .expect("folded_name is not taken");
+    let values = graph
+        .unique_constant_mut(w)
+        .and_then(|t| t.as_f32_mut().ok())
+        .expect("checked by owns_f32_weights");
+    let run = values.len() / scale.len().max(1);
+    scale_f32_runs(values, run, scale);
 }
 
 /// A new constant for one input slot of the producer, plus attributes to set.
@@ -124,6 +166,7 @@ fn fold_conv(
     node: NodeId,
     affine: &ChannelAffine,
     transposed: bool,
+    weights_in_place: bool,
 ) -> Option<Vec<Update>> {
     let n = graph.node(node);
     let w = const_param(graph, node, 1)?;
@@ -134,7 +177,9 @@ fn fold_conv(
         return None;
     }
     let inner: usize = shape[2..].iter().product();
-    let weights = if transposed {
+    let weights = if weights_in_place {
+        None
+    } else if transposed {
         let group = usize::try_from(n.attr_int("group", 1)).ok()?.max(1);
         let per_group_out = shape[1];
         let per_group_in = shape[0] / group;
@@ -147,15 +192,18 @@ fn fold_conv(
             let j = (i / inner) % shape[1];
             *w *= affine.scale[(c / per_group_in) * per_group_out + j];
         }
-        float_tensor(dtype, shape, weights)?
+        Some(float_tensor(dtype, shape, weights)?)
     } else {
-        scale_runs(w, w.len() / channels, &affine.scale)?
+        Some(scale_runs(w, w.len() / channels, &affine.scale)?)
     };
-    let mut updates = vec![Update {
-        slot: 1,
-        tensor: weights,
-        attrs: Vec::new(),
-    }];
+    let mut updates: Vec<Update> = weights
+        .into_iter()
+        .map(|tensor| Update {
+            slot: 1,
+            tensor,
+            attrs: Vec::new(),
+        })
+        .collect();
     let bias = match n.input(2) {
         Some(b) => {
             let b = graph.constant(b)?;
@@ -186,11 +234,7 @@ fn scale_runs(w: &Tensor, run: usize, scale: &[f64]) -> Option<Tensor> {
     let run = run.max(1);
     if let TensorData::F32(values) = w.data() {
         let mut scaled = values.clone();
-        for (chunk, &s) in scaled.chunks_mut(run).zip(scale) {
-            for x in chunk {
-                *x = (f64::from(*x) * s) as f32;
-            }
-        }
+        scale_f32_runs(&mut scaled, run, scale);
         return Tensor::new(w.shape().to_vec(), TensorData::F32(scaled)).ok();
     }
     let mut values = float_values(w)?;
@@ -200,6 +244,15 @@ fn scale_runs(w: &Tensor, run: usize, scale: &[f64]) -> Option<Tensor> {
         }
     }
     float_tensor(w.dtype(), w.shape().to_vec(), values)
+}
+
+/// Scales element `i` of `values` by `scale[i / run]` in f64, rounding back to f32.
+fn scale_f32_runs(values: &mut [f32], run: usize, scale: &[f64]) {
+    for (chunk, &s) in values.chunks_mut(run.max(1)).zip(scale) {
+        for x in chunk {
+            *x = (f64::from(*x) * s) as f32;
+        }
+    }
 }
 
 /// Gemm `Y = alpha * A' B' + beta * C`: scale the columns of `B'` and replace `C` by
@@ -309,6 +362,7 @@ mod tests {
     use super::*;
     use rtq_test_support::attrs;
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     fn values(graph: &Graph, node: NodeId, slot: usize) -> Vec<f32> {
         graph
@@ -319,6 +373,15 @@ mod tests {
 
     #[test]
     fn conv_weights_scale_per_output_channel_and_bias_is_created() {
+        for weights_held_elsewhere in [true, false] {
+            conv_fold_case(weights_held_elsewhere);
+        }
+    }
+
+    /// Folds a 2-channel affine map into a Conv whose weights are (or are not) also
+    /// held outside the graph: held ones are copied, sole ones scaled in place, with
+    /// the same results and the same new name.
+    fn conv_fold_case(weights_held_elsewhere: bool) {
         let mut g = Graph::new("g", 13);
         let x = g.add_input("x", DType::F32, vec![]);
         // W: [2 out, 1 in, 1x2 kernel].
@@ -338,15 +401,22 @@ mod tests {
             scale: vec![2.0, -1.0],
             shift: vec![0.5, 0.25],
         };
+        let held = weights_held_elsewhere.then(|| Arc::clone(g.constant(w).unwrap()));
         assert!(fold_into(&mut g, conv, &affine));
         assert_eq!(values(&g, conv, 1), vec![2.0, 4.0, -3.0, -4.0]);
         assert_eq!(values(&g, conv, 2), vec![0.5, 0.25]);
-        // The original weight is untouched and the new one has its own name.
-        assert_eq!(
-            g.constant(w).unwrap().to_f32_vec(),
-            vec![1.0, 2.0, 3.0, 4.0]
-        );
         assert_eq!(g.value(g.node(conv).input(1).unwrap()).name, "w_folded");
+        let folded_in_place = g.node(conv).input(1) == Some(w);
+        assert_eq!(folded_in_place, !weights_held_elsewhere);
+        if let Some(held) = held {
+            // The shared tensor is untouched.
+            assert_eq!(held.to_f32_vec(), vec![1.0, 2.0, 3.0, 4.0]);
+            assert_eq!(
+                g.constant(w).unwrap().to_f32_vec(),
+                vec![1.0, 2.0, 3.0, 4.0]
+            );
+        }
+        rtq_ir::verify(&g).unwrap();
     }
 
     #[test]
