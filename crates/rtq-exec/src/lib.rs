@@ -21,6 +21,7 @@
 
 mod arena;
 mod broadcast;
+mod conv_tail;
 mod ctx;
 mod elem;
 mod error;
@@ -46,6 +47,7 @@ mod simd;
 mod strided;
 
 pub use arena::{into_le_bytes, recycle_tensor, tensor_from_le_bytes};
+pub use conv_tail::fuse_conv_tails;
 pub use error::ExecError;
 pub use fuse::{fuse_activations, fuse_chains};
 pub use hoist::hoist_quantize;

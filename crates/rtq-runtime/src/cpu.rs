@@ -168,6 +168,10 @@ impl CpuBackend {
         if rtq_exec::fuse_chains(&mut graph) > 0 {
             dce(&mut graph)?;
         }
+        // Then integer convolutions take the quantizing chains after them.
+        if rtq_exec::fuse_conv_tails(&mut graph) > 0 {
+            dce(&mut graph)?;
+        }
         let mut backend = CpuBackend::from_graph(&graph, path)?;
         backend.integer_ops = integer_ops;
         Ok(backend)

@@ -272,6 +272,31 @@ pub(crate) fn igemm_into(
     ep: &Epilogue<'_>,
     out: &mut [MaybeUninit<f32>],
 ) {
+    igemm_panels(a, b, n, ep, out, true);
+}
+
+/// [`igemm_into`] on the calling thread only: for callers that already split their
+/// work over threads (the same results).
+pub(crate) fn igemm_into_serial(
+    a: &PackedWeights,
+    b: Strided<'_>,
+    n: usize,
+    ep: &Epilogue<'_>,
+    out: &mut [MaybeUninit<f32>],
+) {
+    igemm_panels(a, b, n, ep, out, false);
+}
+
+/// [`igemm_into`], its column panels over rayon's threads when `parallel` and the
+/// product is big enough.
+fn igemm_panels(
+    a: &PackedWeights,
+    b: Strided<'_>,
+    n: usize,
+    ep: &Epilogue<'_>,
+    out: &mut [MaybeUninit<f32>],
+    parallel: bool,
+) {
     let (m, k) = (a.m, a.k);
     if m == 0 || n == 0 {
         return;
@@ -296,7 +321,7 @@ pub(crate) fn igemm_into(
         // SAFETY: `ptr` covers `out`; this panel writes columns n0..n0+cols only.
         unsafe { panel(a, b, n0, cols, ep, ptr) };
     };
-    if m * k * n < SERIAL_WORK || panels == 1 {
+    if !parallel || m * k * n < SERIAL_WORK || panels == 1 {
         (0..panels).for_each(run);
     } else {
         (0..panels).into_par_iter().for_each(run);
@@ -317,7 +342,9 @@ unsafe fn panel(
     out: OutPtr<f32>,
 ) {
     let (mr, nr) = (a.isa.rows(), a.isa.cols());
-    let mut acc = vec![0i32; mr * nr];
+    // Accumulators of the paths that write through `write` (not the VNNI and AVX2
+    // kernels' own epilogues on contiguous rows, most products): allocated only there.
+    let mut accumulators = Vec::new();
     let write = |t: usize, acc: &[i32], correct: bool| {
         for r in 0..mr.min(a.m - t * mr) {
             let row = t * mr + r;
@@ -368,9 +395,10 @@ unsafe fn panel(
             for t in 0..tiles {
                 let tile = &a.bytes[t * mr * a.kp..][..mr * a.kp];
                 if ep.col != 1 {
+                    let acc = zeroed(&mut accumulators, mr * nr);
                     // SAFETY: the ISA was detected (or chosen from `Isa::available`).
-                    unsafe { x86::tile_vnni(tile, &packed, a.kp / 4, &mut acc) };
-                    write(t, &acc, true);
+                    unsafe { x86::tile_vnni(tile, &packed, a.kp / 4, acc) };
+                    write(t, acc, true);
                     continue;
                 }
                 let out = tile_out(t);
@@ -387,9 +415,10 @@ unsafe fn panel(
             for t in 0..tiles {
                 let tile = &a.words[t * mr * a.kp..][..mr * a.kp];
                 if ep.col != 1 {
+                    let acc = zeroed(&mut accumulators, mr * nr);
                     // SAFETY: as above.
-                    unsafe { x86::tile_avx2(tile, &packed, a.kp / 2, &mut acc) };
-                    write(t, &acc, false);
+                    unsafe { x86::tile_avx2(tile, &packed, a.kp / 2, acc) };
+                    write(t, acc, false);
                     continue;
                 }
                 let out = tile_out(t);
@@ -403,11 +432,20 @@ unsafe fn panel(
             let packed = portable::pack_b(b, a.k, a.kp, n0, cols, nr);
             for t in 0..tiles {
                 let tile = &a.bytes[t * mr * a.kp..][..mr * a.kp];
-                portable::tile(tile, &packed, a.kp, mr, &mut acc);
-                write(t, &acc, false);
+                let acc = zeroed(&mut accumulators, mr * nr);
+                portable::tile(tile, &packed, a.kp, mr, acc);
+                write(t, acc, false);
             }
         }
     }
+}
+
+/// The first `len` elements of `v`, which grows (zero-filled) to hold them.
+fn zeroed(v: &mut Vec<i32>, len: usize) -> &mut [i32] {
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+    &mut v[..len]
 }
 
 multiversioned! {

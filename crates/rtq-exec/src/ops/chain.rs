@@ -201,6 +201,131 @@ impl SinglePass {
     }
 }
 
+/// Attribute of an op that ends in a chain it computes itself ([`QuantizingTail`]):
+/// the chain's steps, encoded as `ElementwiseChain`'s `steps` (operand slots are the
+/// op's own input slots).
+pub(crate) const TAIL_STEPS: &str = "tail_steps";
+/// The tail's step parameters, as `ElementwiseChain`'s `params`.
+pub(crate) const TAIL_PARAMS: &str = "tail_params";
+
+/// A chain that a producing kernel applies to its own float32 results before storing
+/// them, in place of a separate `ElementwiseChain` reading them back from memory: a
+/// [`SinglePass`] ending in a per-tensor 8-bit QuantizeLinear (an optional Relu or
+/// HardSwish, multiplication and addition by scalars). The values are the chain's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QuantizingTail {
+    pass: SinglePass,
+    quantize: Quantize,
+}
+
+impl QuantizingTail {
+    /// The tail in attributes [`TAIL_STEPS`] and [`TAIL_PARAMS`] of the node `ctx` runs,
+    /// for an output of `shape`; `None` without them.
+    pub(crate) fn of_node(
+        ctx: &OpCtx<'_>,
+        shape: &[usize],
+    ) -> Result<Option<QuantizingTail>, ExecError> {
+        let Some(encoded) = ctx.attr_ints(TAIL_STEPS)? else {
+            return Ok(None);
+        };
+        let params = ctx.attr_floats(TAIL_PARAMS)?.unwrap_or_default();
+        if encoded.len() % 3 != 0 || params.len() * 3 != encoded.len() * 2 {
+            return Err(ctx.err("malformed tail steps"));
+        }
+        let mut steps = Vec::new();
+        let mut quantize = None;
+        for (i, s) in encoded.chunks_exact(3).enumerate() {
+            let code =
+                Code::from_i64(s[0]).ok_or_else(|| ctx.err(format!("step code {}", s[0])))?;
+            if quantize.is_some() {
+                return Err(ctx.err("QuantizeLinear must be the last step"));
+            }
+            let (a, b) = (s[1] as usize, s[2] as usize);
+            match code {
+                Code::Add | Code::Sub | Code::Mul | Code::Div => match operand(ctx, a, shape)? {
+                    Some(c @ Operand::Scalar(_)) => steps.push(Step::Binary(code, c)),
+                    _ => return Err(ctx.err("a tail's operands must be scalars")),
+                },
+                Code::Quantize => quantize = Some(quantizer(ctx, a, b)?),
+                _ => steps.push(other_step(
+                    ctx,
+                    code,
+                    (a, b),
+                    (params[2 * i], params[2 * i + 1]),
+                )?),
+            }
+        }
+        match (SinglePass::of(&steps), quantize) {
+            (Some(pass), Some(quantize)) => Ok(Some(QuantizingTail { pass, quantize })),
+            _ => Err(ctx.err("the tail is not one quantizing pass")),
+        }
+    }
+
+    /// Whether the codes are uint8 (else int8).
+    pub(crate) fn unsigned(&self) -> bool {
+        self.quantize.unsigned
+    }
+
+    /// The tail's codes of `src` into `dst`, cast by `cast` from the clamped integer.
+    pub(crate) fn run<T: Copy>(
+        &self,
+        src: &[f32],
+        dst: &mut [MaybeUninit<T>],
+        cast: impl Fn(i32) -> T,
+    ) {
+        self.pass.run(src, &self.quantize, dst, cast);
+    }
+}
+
+/// Whether `ElementwiseChain` node `chain` of `graph` is a [`QuantizingTail`] with
+/// constant operands, so that its producer may compute it (checked at load; the
+/// kernel decodes it again).
+pub(crate) fn is_quantizing_tail(graph: &rtq_ir::Graph, chain: &rtq_ir::Node) -> bool {
+    let (Some(rtq_ir::Attr::Ints(encoded)), Some(rtq_ir::Attr::Floats(params))) =
+        (chain.attr("steps"), chain.attr("params"))
+    else {
+        return false;
+    };
+    if encoded.len() % 3 != 0 || params.len() * 3 != encoded.len() * 2 {
+        return false;
+    }
+    let constant = |slot: i64| {
+        let v = chain.input(usize::try_from(slot).ok()?)?;
+        graph.constant(v)
+    };
+    let scalar = |slot: i64| {
+        let c = constant(slot)?;
+        (c.dtype() == DType::F32 && c.len() == 1).then(|| c.to_f32_vec()[0])
+    };
+    let mut steps = Vec::new();
+    let mut quantizes = false;
+    for (i, s) in encoded.chunks_exact(3).enumerate() {
+        let Some(code) = Code::from_i64(s[0]) else {
+            return false;
+        };
+        if quantizes {
+            return false;
+        }
+        match code {
+            Code::Add | Code::Sub | Code::Mul | Code::Div => match scalar(s[1]) {
+                Some(v) => steps.push(Step::Binary(code, Operand::Scalar(v))),
+                None => return false,
+            },
+            Code::Relu => steps.push(Step::Relu),
+            Code::HardSwish => steps.push(Step::HardSwish(params[2 * i], params[2 * i + 1] != 0.0)),
+            Code::Quantize => {
+                quantizes = scalar(s[1]).is_some()
+                    && (s[2] == 0 || constant(s[2]).is_some_and(|z| z.len() == 1));
+                if !quantizes {
+                    return false;
+                }
+            }
+            Code::Clip | Code::FakeQuantize => return false,
+        }
+    }
+    quantizes && SinglePass::of(&steps).is_some()
+}
+
 fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let x = ctx.input(0)?;
     let TensorData::F32(v) = x.data() else {

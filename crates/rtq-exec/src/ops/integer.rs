@@ -15,8 +15,9 @@
 
 use crate::arena;
 use crate::ctx::OpCtx;
-use crate::igemm::{igemm, igemm_into, Epilogue, Isa, PackedWeights, Strided};
+use crate::igemm::{igemm, igemm_into, igemm_into_serial, Epilogue, Isa, PackedWeights, Strided};
 use crate::memo::derived;
+use crate::ops::chain::QuantizingTail;
 use crate::ops::conv::{im2col, ConvProblem};
 use crate::ops::conv_transpose::scatter_disjoint;
 use crate::ops::window::Window;
@@ -24,7 +25,9 @@ use crate::ops::{integer_depthwise, integer_direct};
 use crate::par;
 use crate::registry::Kernel;
 use crate::ExecError;
+use rayon::prelude::*;
 use rtq_ir::{Tensor, TensorData};
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
 
 /// The domain of rtq's integer ops (never written to a model file).
@@ -142,7 +145,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             .get_or_init(|| integer_depthwise::Weights::new(ws, m, &w.shape()[2..]));
         let path = integer_depthwise::Path::best(&p, isa(ctx)?);
         let out = integer_depthwise::conv(xs, w, &p, (&scale, bias.as_deref()), path);
-        return Ok(vec![Tensor::from_f32(shape, out)]);
+        return conv_output(ctx, shape, out);
     }
     let k = c * win.kernel_size();
     let a = Strided {
@@ -169,10 +172,37 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         integer_direct::conv(xs, n, weights, &win, &ep, &mut out);
         // SAFETY: the direct convolution wrote every element.
         let out = unsafe { par::assume_written(out) };
-        return Ok(vec![Tensor::from_f32(shape, out)]);
+        return conv_output(ctx, shape, out);
     }
     let weights = packed.gemm.get_or_init(|| PackedWeights::new(isa, a, m, k));
     let pointwise = win.is_pointwise();
+    if pointwise {
+        if let Some(tail) = QuantizingTail::of_node(ctx, &shape)? {
+            arena::give(out);
+            let (scale, bias) = (&scale[..], bias.as_deref());
+            let sizes = (n, c, in_sp);
+            let data = if tail.unsigned() {
+                TensorData::U8(pointwise_through_tail(
+                    weights,
+                    xs,
+                    sizes,
+                    (scale, bias),
+                    &tail,
+                    |v| v as u8,
+                ))
+            } else {
+                TensorData::I8(pointwise_through_tail(
+                    weights,
+                    xs,
+                    sizes,
+                    (scale, bias),
+                    &tail,
+                    |v| v as i8,
+                ))
+            };
+            return Ok(vec![ctx.tensor(shape, data)?]);
+        }
+    }
     let mut col = if pointwise {
         Vec::new()
     } else {
@@ -200,8 +230,104 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     arena::give(col);
     // SAFETY: each image's products wrote all of its `m * out_sp` elements.
     let out = unsafe { par::assume_written(out) };
-    Ok(vec![Tensor::from_f32(shape, out)])
+    conv_output(ctx, shape, out)
 }
+
+/// The output of `IntegerConv` from its float32 results `values` (of `shape`): those,
+/// or their codes through the node's [`QuantizingTail`] when it has one.
+fn conv_output(
+    ctx: &OpCtx<'_>,
+    shape: Vec<usize>,
+    values: Vec<f32>,
+) -> Result<Vec<Tensor>, ExecError> {
+    let Some(tail) = QuantizingTail::of_node(ctx, &shape)? else {
+        return Ok(vec![Tensor::from_f32(shape, values)]);
+    };
+    const PIECE: usize = 1 << 14;
+    let len = values.len();
+    let data = if tail.unsigned() {
+        TensorData::U8(par::written(len, PIECE, len, |i, dst| {
+            tail.run(&values[i * PIECE..][..dst.len()], dst, |v| v as u8)
+        }))
+    } else {
+        TensorData::I8(par::written(len, PIECE, len, |i, dst| {
+            tail.run(&values[i * PIECE..][..dst.len()], dst, |v| v as i8)
+        }))
+    };
+    arena::give(values);
+    Ok(vec![ctx.tensor(shape, data)?])
+}
+
+thread_local! {
+    /// A thread's float32 results of one block of a pointwise convolution with a tail.
+    static TAIL_BLOCK: std::cell::Cell<Vec<MaybeUninit<f32>>> =
+        const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Bytes of float32 results per block of [`pointwise_through_tail`]: they stay in L2
+/// between the product and the tail.
+const TAIL_BLOCK_BYTES: usize = 64 << 10;
+
+/// A pointwise (1x1, stride 1) convolution of `n` images of `c` channels of `sp`
+/// positions whose output goes through `tail`: the product a block of positions at a
+/// time, each block's float32 results (`acc * scale[m] + bias[m]`, as
+/// [`igemm_into`] computes them) turned into 8-bit codes while in cache, instead of
+/// a float32 tensor written to memory and read back by a separate chain.
+fn pointwise_through_tail<T: Copy + Send + Sync>(
+    weights: &PackedWeights,
+    xs: &[i8],
+    (n, c, sp): (usize, usize, usize),
+    (scale, bias): (&[f32], Option<&[f32]>),
+    tail: &QuantizingTail,
+    cast: impl Fn(i32) -> T + Sync,
+) -> Vec<T> {
+    let m = weights.rows();
+    // A multiple of every instruction set's panel width (32 columns at most).
+    let cols = (TAIL_BLOCK_BYTES / 4 / m.max(1)).max(32) / 32 * 32;
+    let per_image = sp.div_ceil(cols);
+    let mut out = par::uninit_vec::<T>(n * m * sp);
+    let dst = par::OutPtr(out.as_mut_ptr());
+    let block = |t: usize| {
+        let (image, c0) = (t / per_image, (t % per_image) * cols);
+        let width = cols.min(sp - c0);
+        let b = Strided {
+            data: &xs[image * c * sp + c0..(image + 1) * c * sp],
+            row: sp,
+            col: 1,
+        };
+        let ep = Epilogue {
+            scale,
+            bias,
+            row: width,
+            col: 1,
+        };
+        let mut results = TAIL_BLOCK.take();
+        results.resize(m * width, MaybeUninit::uninit());
+        igemm_into_serial(weights, b, width, &ep, &mut results[..m * width]);
+        for (r, row) in results[..m * width].chunks_exact(width).enumerate() {
+            // SAFETY: the product wrote every element of the block's rows.
+            let row = unsafe { &*(row as *const [MaybeUninit<f32>] as *const [f32]) };
+            // SAFETY: row `r` of this image, columns c0..c0 + width, lie in `out`
+            // and no other block writes them.
+            let codes = unsafe {
+                std::slice::from_raw_parts_mut(dst.offset((image * m + r) * sp + c0).0, width)
+            };
+            tail.run(row, codes, &cast);
+        }
+        TAIL_BLOCK.set(results);
+    };
+    let blocks = n * per_image;
+    if blocks > 1 && m * c * sp * n >= PARALLEL_WORK {
+        (0..blocks).into_par_iter().for_each(block);
+    } else {
+        (0..blocks).for_each(block);
+    }
+    // SAFETY: the blocks cover every image, row and column.
+    unsafe { par::assume_written(out) }
+}
+
+/// Multiply-adds from which [`pointwise_through_tail`] spreads its blocks over threads.
+const PARALLEL_WORK: usize = 1 << 16;
 
 /// A 2-D ConvTranspose whose strides equal its kernel (no padding, dilation or
 /// output padding, group 1): one integer GEMM of the weights (`[C, M * kh * kw]`,
