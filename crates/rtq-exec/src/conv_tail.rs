@@ -10,7 +10,8 @@
 //! convolution applies it to each block of results while they are in cache and
 //! writes the 8-bit codes. The values are the chain's, bit for bit.
 
-use crate::ops::chain::{is_quantizing_tail, TAIL_PARAMS, TAIL_STEPS};
+use crate::hoist::per_tensor_8bit;
+use crate::ops::chain::{is_quantizing_tail, Code, TAIL_PARAMS, TAIL_STEPS};
 use crate::ops::integer::INTEGER_DOMAIN;
 use rtq_ir::{Attr, Graph};
 
@@ -19,9 +20,10 @@ const CONV_SLOTS: usize = 5;
 
 /// Gives every `IntegerConv` of `graph` whose float32 output is read only by an
 /// `ElementwiseChain` of one quantizing pass with constant operands (an activation,
-/// a scalar multiplication and addition, a per-tensor 8-bit QuantizeLinear) that
-/// chain as its tail: the chain's node becomes the convolution with the tail, and the
-/// original convolution is left for dead-code elimination. Returns how many were
+/// a scalar multiplication and addition, a per-tensor 8-bit QuantizeLinear), or by a
+/// per-tensor 8-bit QuantizeLinear alone, that reader as its tail: the reader's node
+/// becomes the convolution with the tail, and the original convolution is left for
+/// dead-code elimination. Returns how many were
 /// fused. Run after [`crate::fuse_chains`].
 pub fn fuse_conv_tails(graph: &mut Graph) -> usize {
     let readers = graph.consumers();
@@ -41,17 +43,25 @@ pub fn fuse_conv_tails(graph: &mut Graph) -> usize {
         let [(chain_id, 0)] = readers[out.index()][..] else {
             continue;
         };
-        let chain = graph.node(chain_id);
-        if graph.is_graph_output(out)
-            || chain.op_type != "ElementwiseChain"
-            || chain.domain != INTEGER_DOMAIN
-            || !is_quantizing_tail(graph, chain)
-        {
+        if graph.is_graph_output(out) {
             continue;
         }
-        let (Some(Attr::Ints(steps)), Some(Attr::Floats(params))) =
-            (chain.attr("steps"), chain.attr("params"))
-        else {
+        let chain = graph.node(chain_id);
+        let (steps, params) = if chain.op_type == "ElementwiseChain"
+            && chain.domain == INTEGER_DOMAIN
+            && is_quantizing_tail(graph, chain)
+        {
+            let (Some(Attr::Ints(steps)), Some(Attr::Floats(params))) =
+                (chain.attr("steps"), chain.attr("params"))
+            else {
+                continue;
+            };
+            (steps.clone(), params.clone())
+        } else if per_tensor_8bit(graph, chain_id).is_some() {
+            // A QuantizeLinear alone: a tail of that one step (scale, zero point).
+            let zero = if chain.input(2).is_some() { 2 } else { 0 };
+            (vec![Code::Quantize as i64, 1, zero], vec![0.0, 0.0])
+        } else {
             continue;
         };
         // The chain's operand slots 1.. follow the convolution's five.
@@ -68,7 +78,6 @@ pub fn fuse_conv_tails(graph: &mut Graph) -> usize {
                 [s[0], moved(s[1]), moved(s[2])]
             })
             .collect();
-        let params = params.clone();
         let mut inputs = conv.inputs.clone();
         inputs.resize(CONV_SLOTS, None);
         inputs.extend(chain.inputs.iter().skip(1).copied());
@@ -77,6 +86,7 @@ pub fn fuse_conv_tails(graph: &mut Graph) -> usize {
         attrs.insert(TAIL_PARAMS.into(), Attr::Floats(params));
         let node = graph.node_mut(chain_id);
         node.op_type = "IntegerConv".into();
+        node.domain = INTEGER_DOMAIN.into();
         node.inputs = inputs;
         node.attrs = attrs;
         fused += 1;
@@ -88,24 +98,26 @@ pub fn fuse_conv_tails(graph: &mut Graph) -> usize {
 mod tests {
     use super::*;
     use crate::igemm::Isa;
-    use crate::ops::chain::Code;
     use crate::ops::integer::ISA_ATTR;
     use crate::Plan;
     use rtq_ir::{DType, Dim, NodeId, Tensor, TensorData};
     use rtq_test_support::Rng;
     use std::collections::BTreeMap;
 
-    /// An activation of the test chains.
+    /// What follows the test convolution: a chain with this activation, or a
+    /// QuantizeLinear alone.
     #[derive(Clone, Copy, Debug)]
     enum Act {
         None,
         Relu,
         HardSwish,
+        QuantizeOnly,
     }
 
     /// `IntegerConv` of int8 `x` (`[n, c, h, w]`) by `m` filters of `k`x`k` (padding
     /// `k / 2`), then a chain: `act`, `* 1.25`, `- 0.5`, QuantizeLinear (uint8 with
-    /// zero point 128, or int8 with -3). The chain's node id is returned with the graph.
+    /// zero point 128, or int8 with -3); or that QuantizeLinear alone. The node after
+    /// the convolution is returned with the graph.
     fn conv_then_chain(
         (n, c, h, w): (usize, usize, usize, usize),
         (m, k): (usize, usize),
@@ -151,10 +163,23 @@ mod tests {
             Tensor::new(vec![], TensorData::I8(vec![-3])).unwrap()
         };
         let z = g.add_constant("z", zero);
+        let dtype = if unsigned { DType::U8 } else { DType::I8 };
+        let q = g.add_value("q", Some(dtype), Some(dims(&[n, m, h, w])));
+        g.outputs.push(q);
+        if let Act::QuantizeOnly = act {
+            let node = g.add_node(
+                "q",
+                "QuantizeLinear",
+                vec![Some(y), Some(s), Some(z)],
+                vec![q],
+                BTreeMap::new(),
+            );
+            return (g, node);
+        }
         let mut steps = Vec::new();
         let mut params = Vec::new();
         match act {
-            Act::None => {}
+            Act::None | Act::QuantizeOnly => {}
             Act::Relu => {
                 steps.extend([Code::Relu as i64, 0, 0]);
                 params.extend([0.0, 0.0]);
@@ -167,8 +192,6 @@ mod tests {
         steps.extend([Code::Mul as i64, 1, 0, Code::Sub as i64, 2, 0]);
         steps.extend([Code::Quantize as i64, 3, 4]);
         params.extend([0.0; 6]);
-        let dtype = if unsigned { DType::U8 } else { DType::I8 };
-        let q = g.add_value("q", Some(dtype), Some(dims(&[n, m, h, w])));
         let mut attrs = BTreeMap::new();
         attrs.insert("steps".to_string(), Attr::Ints(steps));
         attrs.insert("params".to_string(), Attr::Floats(params));
@@ -180,7 +203,6 @@ mod tests {
             attrs,
         );
         g.node_mut(chain).domain = INTEGER_DOMAIN.into();
-        g.outputs.push(q);
         (g, chain)
     }
 
@@ -198,7 +220,8 @@ mod tests {
     #[test]
     fn tails_give_the_chains_codes_on_every_path() {
         // Pointwise (blocks of columns, several and a partial one per image), 3x3 (the
-        // convolution's own path, then the tail over its results), odd channel counts.
+        // im2col path in blocks too; on AVX-512 VNNI the direct convolution, then the
+        // tail over its results), odd channel counts.
         let cases = [
             ((2, 16, 37, 41), (32, 1)),
             ((1, 12, 9, 11), (7, 1)),
@@ -206,7 +229,7 @@ mod tests {
         ];
         for isa in Isa::available() {
             for (input, filters) in cases {
-                for act in [Act::None, Act::Relu, Act::HardSwish] {
+                for act in [Act::None, Act::Relu, Act::HardSwish, Act::QuantizeOnly] {
                     for unsigned in [true, false] {
                         let case = format!("{isa:?} {input:?} {filters:?} {act:?} {unsigned}");
                         let (mut g, chain) = conv_then_chain(input, filters, act, unsigned, isa);

@@ -176,32 +176,32 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     }
     let weights = packed.gemm.get_or_init(|| PackedWeights::new(isa, a, m, k));
     let pointwise = win.is_pointwise();
-    if pointwise {
-        if let Some(tail) = QuantizingTail::of_node(ctx, &shape)? {
-            arena::give(out);
-            let (scale, bias) = (&scale[..], bias.as_deref());
-            let sizes = (n, c, in_sp);
-            let data = if tail.unsigned() {
-                TensorData::U8(pointwise_through_tail(
-                    weights,
-                    xs,
-                    sizes,
-                    (scale, bias),
-                    &tail,
-                    |v| v as u8,
-                ))
-            } else {
-                TensorData::I8(pointwise_through_tail(
-                    weights,
-                    xs,
-                    sizes,
-                    (scale, bias),
-                    &tail,
-                    |v| v as i8,
-                ))
-            };
-            return Ok(vec![ctx.tensor(shape, data)?]);
-        }
+    if let Some(tail) = QuantizingTail::of_node(ctx, &shape)? {
+        arena::give(out);
+        let sizes = (n, c, in_sp, out_sp);
+        let terms = (&scale[..], bias.as_deref());
+        let data = if tail.unsigned() {
+            TensorData::U8(gemm_conv_through_tail(
+                weights,
+                xs,
+                sizes,
+                &win,
+                terms,
+                &tail,
+                |v| v as u8,
+            ))
+        } else {
+            TensorData::I8(gemm_conv_through_tail(
+                weights,
+                xs,
+                sizes,
+                &win,
+                terms,
+                &tail,
+                |v| v as i8,
+            ))
+        };
+        return Ok(vec![ctx.tensor(shape, data)?]);
     }
     let mut col = if pointwise {
         Vec::new()
@@ -259,39 +259,74 @@ fn conv_output(
 }
 
 thread_local! {
-    /// A thread's float32 results of one block of a pointwise convolution with a tail.
+    /// A thread's float32 results of one block of a convolution with a tail.
     static TAIL_BLOCK: std::cell::Cell<Vec<MaybeUninit<f32>>> =
         const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// Bytes of float32 results per block of [`pointwise_through_tail`]: they stay in L2
+/// Bytes of float32 results per block of [`through_tail`]: they stay in L2
 /// between the product and the tail.
 const TAIL_BLOCK_BYTES: usize = 64 << 10;
 
-/// A pointwise (1x1, stride 1) convolution of `n` images of `c` channels of `sp`
-/// positions whose output goes through `tail`: the product a block of positions at a
-/// time, each block's float32 results (`acc * scale[m] + bias[m]`, as
-/// [`igemm_into`] computes them) turned into 8-bit codes while in cache, instead of
-/// a float32 tensor written to memory and read back by a separate chain.
-fn pointwise_through_tail<T: Copy + Send + Sync>(
+/// A convolution on the integer GEMM path (1x1, or im2col) of `n` images of `c`
+/// channels of `in_sp` positions into `out_sp` positions, whose output goes through
+/// `tail`: each image's product a block of positions at a time ([`through_tail`]).
+fn gemm_conv_through_tail<T: Copy + Send + Sync>(
     weights: &PackedWeights,
     xs: &[i8],
-    (n, c, sp): (usize, usize, usize),
-    (scale, bias): (&[f32], Option<&[f32]>),
+    (n, c, in_sp, out_sp): (usize, usize, usize, usize),
+    win: &Window,
+    terms: (&[f32], Option<&[f32]>),
     tail: &QuantizingTail,
     cast: impl Fn(i32) -> T + Sync,
 ) -> Vec<T> {
-    let m = weights.rows();
+    let (m, k) = (weights.rows(), weights.depth());
+    let pointwise = win.is_pointwise();
+    let mut out = par::uninit_vec::<T>(n * m * out_sp);
+    let mut col = if pointwise {
+        Vec::new()
+    } else {
+        arena::filled(k * out_sp, 0i8)
+    };
+    for (ni, dst) in out.chunks_mut(m * out_sp).enumerate() {
+        let img = &xs[ni * c * in_sp..][..c * in_sp];
+        let b = if pointwise {
+            img
+        } else {
+            im2col(img, win, 0, out_sp, &mut col, true);
+            &col[..]
+        };
+        through_tail(weights, b, out_sp, terms, tail, &cast, dst);
+    }
+    arena::give(col);
+    // SAFETY: `through_tail` wrote every image's rows and columns.
+    unsafe { par::assume_written(out) }
+}
+
+/// `dst` (`m x sp` codes) <- `tail` of the product of `weights` by `b` (`k x sp`), a
+/// block of columns at a time: each block's float32 results (`acc * scale[m] +
+/// bias[m]`, as [`igemm_into`] computes them) turned into 8-bit codes while in
+/// cache, instead of a float32 tensor written to memory and read back by a separate
+/// chain.
+fn through_tail<T: Copy + Send + Sync>(
+    weights: &PackedWeights,
+    b: &[i8],
+    sp: usize,
+    (scale, bias): (&[f32], Option<&[f32]>),
+    tail: &QuantizingTail,
+    cast: &(impl Fn(i32) -> T + Sync),
+    dst: &mut [MaybeUninit<T>],
+) {
+    let (m, k) = (weights.rows(), weights.depth());
     // A multiple of every instruction set's panel width (32 columns at most).
     let cols = (TAIL_BLOCK_BYTES / 4 / m.max(1)).max(32) / 32 * 32;
-    let per_image = sp.div_ceil(cols);
-    let mut out = par::uninit_vec::<T>(n * m * sp);
-    let dst = par::OutPtr(out.as_mut_ptr());
+    let blocks = sp.div_ceil(cols);
+    let out = par::OutPtr(dst.as_mut_ptr());
     let block = |t: usize| {
-        let (image, c0) = (t / per_image, (t % per_image) * cols);
+        let c0 = t * cols;
         let width = cols.min(sp - c0);
         let b = Strided {
-            data: &xs[image * c * sp + c0..(image + 1) * c * sp],
+            data: &b[c0..],
             row: sp,
             col: 1,
         };
@@ -307,26 +342,21 @@ fn pointwise_through_tail<T: Copy + Send + Sync>(
         for (r, row) in results[..m * width].chunks_exact(width).enumerate() {
             // SAFETY: the product wrote every element of the block's rows.
             let row = unsafe { &*(row as *const [MaybeUninit<f32>] as *const [f32]) };
-            // SAFETY: row `r` of this image, columns c0..c0 + width, lie in `out`
-            // and no other block writes them.
-            let codes = unsafe {
-                std::slice::from_raw_parts_mut(dst.offset((image * m + r) * sp + c0).0, width)
-            };
-            tail.run(row, codes, &cast);
+            // SAFETY: row `r`, columns c0..c0 + width lie in `dst` (`m x sp`), and no
+            // other block writes them.
+            let codes = unsafe { std::slice::from_raw_parts_mut(out.offset(r * sp + c0).0, width) };
+            tail.run(row, codes, cast);
         }
         TAIL_BLOCK.set(results);
     };
-    let blocks = n * per_image;
-    if blocks > 1 && m * c * sp * n >= PARALLEL_WORK {
+    if blocks > 1 && m * k * sp >= PARALLEL_WORK {
         (0..blocks).into_par_iter().for_each(block);
     } else {
         (0..blocks).for_each(block);
     }
-    // SAFETY: the blocks cover every image, row and column.
-    unsafe { par::assume_written(out) }
 }
 
-/// Multiply-adds from which [`pointwise_through_tail`] spreads its blocks over threads.
+/// Multiply-adds from which [`through_tail`] spreads its blocks over threads.
 const PARALLEL_WORK: usize = 1 << 16;
 
 /// A 2-D ConvTranspose whose strides equal its kernel (no padding, dilation or
