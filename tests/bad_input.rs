@@ -12,16 +12,7 @@ fn assert_no_outputs(dir: &Path) {
 }
 
 fn compile_int8(model: &Path, calib: &Path, out: &Path) -> String {
-    rtq_fails(&[
-        "compile",
-        model.to_str().unwrap(),
-        "--int8",
-        "--calib",
-        calib.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--quiet",
-    ])
+    compile_int8_with_threads(model, calib, out, None)
 }
 
 #[test]
@@ -196,7 +187,9 @@ for i in range(6):
     }
 }
 
-/// [`compile_int8`] with `RAYON_NUM_THREADS=threads` (rayon's default when `None`).
+/// `rtq compile --int8` of `model` with `calib` into `out`, with
+/// `RAYON_NUM_THREADS=threads` (rayon's default when `None`), asserting a clean
+/// failure (non-zero exit, no panic); returns stderr.
 fn compile_int8_with_threads(
     model: &Path,
     calib: &Path,
@@ -218,7 +211,12 @@ fn compile_int8_with_threads(
         cmd.env("RAYON_NUM_THREADS", n);
     }
     let result = cmd.output().expect("rtq runs");
-    assert!(!result.status.success() && result.status.code() != Some(101));
+    assert!(
+        !result.status.success() && result.status.code() != Some(101),
+        "rtq compile {} did not fail cleanly:\n{}",
+        model.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
     String::from_utf8(result.stderr).expect("utf-8")
 }
 
