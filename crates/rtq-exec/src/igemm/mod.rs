@@ -252,8 +252,8 @@ thread_local! {
     static PACKED: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
-/// Panels per parallel task below which the product stays on the calling thread.
-const SERIAL_WORK: usize = 1 << 16;
+/// Multiply-adds below which a product stays on the calling thread.
+pub(crate) const SERIAL_WORK: usize = 1 << 16;
 
 /// `out <- epilogue(A * B)` for `B` of `a.depth() x n`; `out` must hold every element
 /// the epilogue's strides address.

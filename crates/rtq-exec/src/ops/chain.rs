@@ -229,35 +229,12 @@ impl QuantizingTail {
             return Ok(None);
         };
         let params = ctx.attr_floats(TAIL_PARAMS)?.unwrap_or_default();
-        if encoded.len() % 3 != 0 || params.len() * 3 != encoded.len() * 2 {
-            return Err(ctx.err("malformed tail steps"));
-        }
-        let mut steps = Vec::new();
-        let mut quantize = None;
-        for (i, s) in encoded.chunks_exact(3).enumerate() {
-            let code =
-                Code::from_i64(s[0]).ok_or_else(|| ctx.err(format!("step code {}", s[0])))?;
-            if quantize.is_some() {
-                return Err(ctx.err("QuantizeLinear must be the last step"));
-            }
-            let (a, b) = (s[1] as usize, s[2] as usize);
-            match code {
-                Code::Add | Code::Sub | Code::Mul | Code::Div => match operand(ctx, a, shape)? {
-                    Some(c @ Operand::Scalar(_)) => steps.push(Step::Binary(code, c)),
-                    _ => return Err(ctx.err("a tail's operands must be scalars")),
-                },
-                Code::Quantize => quantize = Some(quantizer(ctx, a, b)?),
-                _ => steps.push(other_step(
-                    ctx,
-                    code,
-                    (a, b),
-                    (params[2 * i], params[2 * i + 1]),
-                )?),
-            }
-        }
-        match (SinglePass::of(&steps), quantize) {
-            (Some(pass), Some(quantize)) => Ok(Some(QuantizingTail { pass, quantize })),
-            _ => Err(ctx.err("the tail is not one quantizing pass")),
+        // A single pass takes scalar operands only, so operands of other forms (or
+        // none that fits) reject the tail below.
+        let decoded = decode(ctx, &encoded, &params, shape)?;
+        match decoded.and_then(|(steps, q)| Some((SinglePass::of(&steps)?, q?))) {
+            Some((pass, quantize)) => Ok(Some(QuantizingTail { pass, quantize })),
+            None => Err(ctx.err("the tail is not one quantizing pass")),
         }
     }
 
@@ -274,6 +251,23 @@ impl QuantizingTail {
         cast: impl Fn(i32) -> T,
     ) {
         self.pass.run(src, &self.quantize, dst, cast);
+    }
+
+    /// The tail's codes of all of `values`, in pieces over threads.
+    pub(crate) fn codes(&self, values: &[f32]) -> TensorData {
+        // No steps run before the tail's loop, and no operand depends on the
+        // channel, so any piece of the tensor is a plane.
+        let chain = Chain {
+            x: values,
+            steps: &[],
+            plane: TASK.min(values.len()),
+            channels: 1,
+        };
+        if self.unsigned() {
+            TensorData::U8(chain.run(|block, dst| self.run(block, dst, |v| v as u8)))
+        } else {
+            TensorData::I8(chain.run(|block, dst| self.run(block, dst, |v| v as i8)))
+        }
     }
 }
 
@@ -334,7 +328,40 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let shape = x.shape();
     let encoded = ctx.attr_ints("steps")?.unwrap_or_default();
     let params = ctx.attr_floats("params")?.unwrap_or_default();
-    if encoded.len() % 3 != 0 || params.len() * 3 != encoded.len() * 2 {
+    let Some((steps, quantize)) = decode(ctx, &encoded, &params, shape)? else {
+        let (value, quantize) = stepwise(ctx, x, &encoded, &params)?;
+        let v = value.as_f32().map_err(|e| ctx.err(e.to_string()))?;
+        return chain_output(ctx, v, value.shape(), &[], quantize);
+    };
+    if let Some(tail) = quantize.and_then(|quantize| {
+        Some(QuantizingTail {
+            pass: SinglePass::of(&steps)?,
+            quantize,
+        })
+    }) {
+        // The whole chain in the quantization's loop.
+        let data = tail.codes(v);
+        return Ok(vec![
+            Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
+        ]);
+    }
+    chain_output(ctx, v, shape, &steps, quantize)
+}
+
+/// A chain's steps before its final quantization, and that quantization.
+type Decoded<'a> = (Vec<Step<'a>>, Option<Quantize>);
+
+/// The steps encoded in `encoded` and `params` (three integers and two floats per
+/// step), with their operands resolved for an `x` of `shape`: those before the final
+/// quantization, and that quantization. `None` when a computed operand fits none of
+/// [`operand`]'s forms (the caller runs the steps one by one instead).
+fn decode<'a>(
+    ctx: &OpCtx<'a>,
+    encoded: &[i64],
+    params: &[f32],
+    shape: &[usize],
+) -> Result<Option<Decoded<'a>>, ExecError> {
+    if !encoded.len().is_multiple_of(3) || params.len() * 3 != encoded.len() * 2 {
         return Err(ctx.err("malformed steps"));
     }
     let mut steps = Vec::new();
@@ -349,38 +376,13 @@ fn elementwise_chain(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         match code {
             Code::Add | Code::Sub | Code::Mul | Code::Div => match operand(ctx, a, shape)? {
                 Some(c) => steps.push(Step::Binary(code, c)),
-                None => {
-                    let (value, quantize) = stepwise(ctx, x, &encoded, &params)?;
-                    let v = value.as_f32().map_err(|e| ctx.err(e.to_string()))?;
-                    return chain_output(ctx, v, value.shape(), &[], quantize);
-                }
+                None => return Ok(None),
             },
             Code::Quantize => quantize = Some(quantizer(ctx, a, b)?),
             _ => steps.push(other_step(ctx, code, (a, b), (p0, p1))?),
         }
     }
-    if let Some((pass, q)) = quantize
-        .as_ref()
-        .and_then(|q| Some((SinglePass::of(&steps)?, q)))
-    {
-        // The whole chain in the quantization's loop: no steps run before it, and
-        // no operand depends on the channel, so any piece of the tensor is a plane.
-        let chain = Chain {
-            x: v,
-            steps: &[],
-            plane: TASK.min(v.len()),
-            channels: 1,
-        };
-        let data = if q.unsigned {
-            TensorData::U8(chain.run(|block, dst| pass.run(block, q, dst, |v| v as u8)))
-        } else {
-            TensorData::I8(chain.run(|block, dst| pass.run(block, q, dst, |v| v as i8)))
-        };
-        return Ok(vec![
-            Tensor::new(shape.to_vec(), data).map_err(|e| ctx.err(e.to_string()))?
-        ]);
-    }
-    chain_output(ctx, v, shape, &steps, quantize)
+    Ok(Some((steps, quantize)))
 }
 
 /// The output of `steps` on float32 `v` (of `shape`), then `quantize` if given.

@@ -15,7 +15,9 @@
 
 use crate::arena;
 use crate::ctx::OpCtx;
-use crate::igemm::{igemm, igemm_into, igemm_into_serial, Epilogue, Isa, PackedWeights, Strided};
+use crate::igemm::{
+    igemm, igemm_into, igemm_into_serial, Epilogue, Isa, PackedWeights, Strided, SERIAL_WORK,
+};
 use crate::memo::derived;
 use crate::ops::chain::QuantizingTail;
 use crate::ops::conv::{im2col, ConvProblem};
@@ -124,6 +126,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let win = Window::resolve(ctx, &x.shape()[2..], &w.shape()[2..], true, false)?;
     let mut shape = vec![n, m];
     shape.extend(win.output_dims());
+    let tail = QuantizingTail::of_node(ctx, &shape)?;
     if group > 1 {
         let p = ConvProblem {
             n,
@@ -145,7 +148,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
             .get_or_init(|| integer_depthwise::Weights::new(ws, m, &w.shape()[2..]));
         let path = integer_depthwise::Path::best(&p, isa(ctx)?);
         let out = integer_depthwise::conv(xs, w, &p, (&scale, bias.as_deref()), path);
-        return conv_output(ctx, shape, out);
+        return conv_output(ctx, shape, out, tail.as_ref());
     }
     let k = c * win.kernel_size();
     let a = Strided {
@@ -157,8 +160,6 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let isa = isa(ctx)?;
     let packed = derived(ctx.memo(), ConvWeights::default);
     let (in_sp, out_sp) = (win.input_size(), win.output_size());
-    // Every element is written by the direct or the GEMM path.
-    let mut out = par::uninit_vec(n * m * out_sp);
     let ep = Epilogue {
         scale: &scale,
         bias: bias.as_deref(),
@@ -169,15 +170,14 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         let weights = packed
             .direct
             .get_or_init(|| integer_direct::pack_weights(ws, m, c, win.kernel_size()));
+        let mut out = par::uninit_vec(n * m * out_sp);
         integer_direct::conv(xs, n, weights, &win, &ep, &mut out);
         // SAFETY: the direct convolution wrote every element.
         let out = unsafe { par::assume_written(out) };
-        return conv_output(ctx, shape, out);
+        return conv_output(ctx, shape, out, tail.as_ref());
     }
     let weights = packed.gemm.get_or_init(|| PackedWeights::new(isa, a, m, k));
-    let pointwise = win.is_pointwise();
-    if let Some(tail) = QuantizingTail::of_node(ctx, &shape)? {
-        arena::give(out);
+    if let Some(tail) = &tail {
         let sizes = (n, c, in_sp, out_sp);
         let terms = (&scale[..], bias.as_deref());
         let data = if tail.unsigned() {
@@ -187,7 +187,7 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
                 sizes,
                 &win,
                 terms,
-                &tail,
+                tail,
                 |v| v as u8,
             ))
         } else {
@@ -197,12 +197,15 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
                 sizes,
                 &win,
                 terms,
-                &tail,
+                tail,
                 |v| v as i8,
             ))
         };
         return Ok(vec![ctx.tensor(shape, data)?]);
     }
+    let pointwise = win.is_pointwise();
+    // Every element is written by the products below.
+    let mut out = par::uninit_vec(n * m * out_sp);
     let mut col = if pointwise {
         Vec::new()
     } else {
@@ -230,30 +233,21 @@ fn integer_conv(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     arena::give(col);
     // SAFETY: each image's products wrote all of its `m * out_sp` elements.
     let out = unsafe { par::assume_written(out) };
-    conv_output(ctx, shape, out)
+    Ok(vec![Tensor::from_f32(shape, out)])
 }
 
 /// The output of `IntegerConv` from its float32 results `values` (of `shape`): those,
-/// or their codes through the node's [`QuantizingTail`] when it has one.
+/// or their codes through `tail` (the node's, if it has one).
 fn conv_output(
     ctx: &OpCtx<'_>,
     shape: Vec<usize>,
     values: Vec<f32>,
+    tail: Option<&QuantizingTail>,
 ) -> Result<Vec<Tensor>, ExecError> {
-    let Some(tail) = QuantizingTail::of_node(ctx, &shape)? else {
+    let Some(tail) = tail else {
         return Ok(vec![Tensor::from_f32(shape, values)]);
     };
-    const PIECE: usize = 1 << 14;
-    let len = values.len();
-    let data = if tail.unsigned() {
-        TensorData::U8(par::written(len, PIECE, len, |i, dst| {
-            tail.run(&values[i * PIECE..][..dst.len()], dst, |v| v as u8)
-        }))
-    } else {
-        TensorData::I8(par::written(len, PIECE, len, |i, dst| {
-            tail.run(&values[i * PIECE..][..dst.len()], dst, |v| v as i8)
-        }))
-    };
+    let data = tail.codes(&values);
     arena::give(values);
     Ok(vec![ctx.tensor(shape, data)?])
 }
@@ -349,15 +343,12 @@ fn through_tail<T: Copy + Send + Sync>(
         }
         TAIL_BLOCK.set(results);
     };
-    if blocks > 1 && m * k * sp >= PARALLEL_WORK {
+    if blocks > 1 && m * k * sp >= SERIAL_WORK {
         (0..blocks).into_par_iter().for_each(block);
     } else {
         (0..blocks).for_each(block);
     }
 }
-
-/// Multiply-adds from which [`through_tail`] spreads its blocks over threads.
-const PARALLEL_WORK: usize = 1 << 16;
 
 /// A 2-D ConvTranspose whose strides equal its kernel (no padding, dilation or
 /// output padding, group 1): one integer GEMM of the weights (`[C, M * kh * kw]`,
