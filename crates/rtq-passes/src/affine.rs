@@ -5,7 +5,7 @@
 //! producer's constant parameters are rewritten into new constants (tensors shared with
 //! other nodes are never mutated) and the caller then removes the affine node.
 
-use crate::util::{float_tensor, float_values, folded_name};
+use crate::util::{float_tensor, float_values, folded_name, only_read_by};
 use rtq_ir::{Attr, DType, Graph, NodeId, Tensor, TensorData};
 
 /// A per-channel affine map over the channel axis of a producer's output.
@@ -120,11 +120,7 @@ fn owns_f32_weights(graph: &mut Graph, node: NodeId) -> bool {
     let Some(w) = graph.node(node).input(1) else {
         return false;
     };
-    if graph.is_graph_input(w) || graph.is_graph_output(w) {
-        return false;
-    }
-    let consumers = graph.consumers();
-    if consumers[w.index()].len() != 1 {
+    if graph.is_graph_input(w) || !only_read_by(graph, &graph.consumers(), w, node) {
         return false;
     }
     graph
