@@ -5,14 +5,19 @@ For each model: the FP32 model and the INT8 Q/DQ model rtq builds from it (entro
 calibrated on seeded random inputs: the timing, not the accuracy, is measured here),
 each timed with `rtq bench` and with an onnxruntime session on the same input, the
 same number of threads (RAYON_NUM_THREADS / intra_op_num_threads), a warm-up, then
-median and p99 over at least `--duration` seconds, each in its own process. Prints one
-table per thread count with the ratios (> 1: rtq is slower), then each process's peak
+median and p99 over at least `--duration` seconds, each in its own process. The timings
+are taken in `--rounds` rounds, each timing every column once in turn, so that a
+disturbance of the machine (a shared VM's neighbours) lands on one round rather than on
+one side of a ratio; a cell is the median over the rounds of each round's median (and
+p99). Prints one table per thread count with the ratios (> 1: rtq is slower; after a
+ratio, its range over the rounds when there are several), then each process's peak
 resident memory (rtq: `rtq bench`'s own report; onnxruntime: its Python process, whose
 interpreter, numpy and onnxruntime imports are given apart as its baseline). rtq's INT8 model runs on its integer kernels
 (the default); the last column times it with `--float-qdq` (Q/DQ emulated in float)
 for comparison.
 
 usage: bench/latency_ort.py [--rtq target/release/rtq] [--threads 1,2] [--duration 2]
+                            [--rounds 3]
 """
 import argparse
 import atexit
@@ -129,7 +134,10 @@ def main():
     ap.add_argument("--rtq", default=os.path.join(ROOT, "target", "release", "rtq"))
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.rounds < 1:
+        sys.exit("--rounds must be at least 1")
     work = tempfile.mkdtemp(prefix="rtq-latency-")
     # The built models are only needed while this process runs.
     atexit.register(shutil.rmtree, work, True)
@@ -144,14 +152,33 @@ def main():
               "|---|---|---|---|---|---|---|---|---|")
         memory = []
         for label, fp32, int8, name, shape in built:
-            r32 = time_rtq(args.rtq, fp32, name, shape, threads, args.duration)
-            o32 = time_ort(fp32, name, shape, threads, args.duration)
-            r8 = time_rtq(args.rtq, int8, name, shape, threads, args.duration)
-            o8 = time_ort(int8, name, shape, threads, args.duration)
-            e8 = time_rtq(args.rtq, int8, name, shape, threads, args.duration, ["--float-qdq"])
+            rounds = []
+            for _ in range(args.rounds):
+                rounds.append((
+                    time_rtq(args.rtq, fp32, name, shape, threads, args.duration),
+                    time_ort(fp32, name, shape, threads, args.duration),
+                    time_rtq(args.rtq, int8, name, shape, threads, args.duration),
+                    time_ort(int8, name, shape, threads, args.duration),
+                    time_rtq(args.rtq, int8, name, shape, threads, args.duration,
+                             ["--float-qdq"]),
+                ))
+            # Each column's median and p99 over the rounds; memory: the highest peak.
+            r32, o32, r8, o8, e8 = [
+                (float(np.median([r[i][0] for r in rounds])),
+                 float(np.median([r[i][1] for r in rounds])),
+                 max(r[i][2] for r in rounds), min(r[i][-1] for r in rounds))
+                for i in range(5)]
+
+            def ratio(a, b):
+                """Median ratio of columns a / b, with its range over the rounds."""
+                text = f"{(r32, o32, r8, o8)[a][0] / (r32, o32, r8, o8)[b][0]:.2f}"
+                if len(rounds) > 1:
+                    each = [r[a][0] / r[b][0] for r in rounds]
+                    text += f" ({min(each):.2f}-{max(each):.2f})"
+                return text
             cell = lambda t: f"{t[0]:.3g} ({t[1]:.3g})"  # noqa: E731
-            print(f"| {label} | {cell(r32)} | {cell(o32)} | {r32[0] / o32[0]:.2f} | {cell(r8)} | "
-                  f"{cell(o8)} | {r8[0] / o8[0]:.2f} | {r8[0] / r32[0]:.2f} | {cell(e8)} |",
+            print(f"| {label} | {cell(r32)} | {cell(o32)} | {ratio(0, 1)} | {cell(r8)} | "
+                  f"{cell(o8)} | {ratio(2, 3)} | {ratio(2, 0)} | {cell(e8)} |",
                   flush=True)
             memory.append((label, r32[2], o32[2], r8[2], o8[2], min(o32[3], o8[3])))
         print(f"\n{threads} thread(s), peak resident memory of each timing process, MiB "

@@ -2,8 +2,9 @@
 //!
 //! Depthwise convolutions (one input channel per group) run a direct kernel over
 //! output planes in parallel (on AVX-512, [`conv_depthwise`]'s). On AVX-512, group-1
-//! stride-1 2-D convolutions with few output channels run [`conv_direct`]'s register-
-//! blocked kernel; 3x3 stride-1 ones with enough channels use Winograd F(2x2, 3x3)
+//! 2-D convolutions with few output channels (stride 1) or few input channels (strides
+//! up to 2: stems) run [`conv_direct`]'s register-blocked kernel; 3x3 stride-1 ones
+//! with enough channels use Winograd F(2x2, 3x3)
 //! (see [`winograd`]); the others use im2col (skipped for plain 1x1) followed by
 //! SGEMM, tiling the output positions so the column buffer stays bounded.
 
@@ -33,7 +34,8 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 /// attributes), plus an optional residual at input 3 (a tensor of the output's shape,
 /// added after the bias), then the activation named by attribute `activation` (`Relu`
 /// or `Identity`). On the im2col/GEMM path these are applied to each block of the
-/// product while it is in cache; the other paths apply them in a pass over the output.
+/// product while it is in cache, on the direct path to each register block before its
+/// store; the other paths apply them in a pass over the output.
 pub(crate) const FUSED_KERNELS: &[(&str, Kernel)] = &[("FusedConv", fused_conv)];
 
 /// Elements per parallel task of the residual-and-Relu pass of the non-GEMM paths.
@@ -132,24 +134,26 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
             )));
         }
     }
-    let gemm = !conv_direct::applies(&problem)
-        && !winograd::applies(&problem)
-        && problem.c / problem.group > 1;
+    let direct = conv_direct::applies(&problem);
+    let gemm = !direct && !winograd::applies(&problem) && problem.c / problem.group > 1;
+    // Bias, residual and Relu applied to each block of the output as it is computed,
+    // while it is in cache.
+    let finish = Finish {
+        bias: bias.as_deref(),
+        residual: residual.as_deref(),
+        relu,
+    };
     let out = if gemm {
-        // Bias, residual and Relu applied to each block of the product as it is
-        // computed, while it is in cache.
-        let finish = Finish {
-            bias: bias.as_deref(),
-            residual: residual.as_deref(),
-            relu,
-        };
         conv_gemm(&xs, &ws, finish, &problem)
+    } else if direct {
+        let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
+        let mut out = par::uninit_vec(n * m * problem.win.output_size());
+        conv_direct::conv(&xs, &packed, finish, &problem, &mut out);
+        // SAFETY: the direct kernel writes every output element.
+        unsafe { par::assume_written(out) }
     } else {
         let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
-        if conv_direct::applies(&problem) {
-            let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
-            conv_direct::conv(&xs, &packed, &problem, &mut out);
-        } else if winograd::applies(&problem) {
+        if winograd::applies(&problem) {
             let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
             winograd::conv(&xs, &u, &problem, &mut out);
         } else if out.is_empty() {

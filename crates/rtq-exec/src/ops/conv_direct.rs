@@ -1,20 +1,30 @@
-//! Direct f32 convolution for 2-D, group-1, stride-1 convolutions with few output
-//! channels, on AVX-512.
+//! Direct f32 convolution for 2-D, group-1 convolutions on AVX-512: stride 1 with few
+//! output channels, and strides 1-2 on few input channels (a stem: ResNet's 7x7 on 3
+//! channels).
 //!
 //! With few output channels (PP-OCRv4 det's 96 -> 24 3x3 layers) im2col + SGEMM is
 //! bound by the column buffer: every input element is copied `kh * kw` times and each
-//! copy feeds only a few products. Here an output row is computed in register blocks
-//! of [`MB`] output channels x [`XB`] vectors of 16 columns, reading the input in place:
+//! copy feeds only a few products. With few input channels the product's inner
+//! dimension (`c * kh * kw`, 147 for ResNet's stem) is too short for SGEMM to pay for
+//! that buffer and its packing. Here an output row is computed in register blocks of
+//! [`MB`] output channels x [`XB`] vectors of 16 columns, reading the input in place:
 //! for every input channel and tap, `XB` input vectors (masked at the row's edges,
-//! where the padding is) are multiplied by `MB` broadcast weights. Weights are packed
-//! once per node, `[block][c][ky][kx][MB]`, the channels past `m` zero.
+//! where the padding is) are multiplied by `MB` broadcast weights. A horizontal stride
+//! of 2 reads the input split once into its even and odd columns ([`Phases`]), where
+//! every tap's inputs are again consecutive. Weights are packed once per node,
+//! `[block][c][ky][kx][MB]`, the channels past `m` zero. The output is written once:
+//! each register block starts from its biases and is stored after Relu (when asked
+//! for and no residual comes first); a residual, then Relu, is applied to the block
+//! right after its store, while it is in L1.
 //!
 //! Each output element is its bias (or zero) plus the products in the order input
 //! channel, kernel row, kernel column, formed with fused multiply-adds.
 
+use crate::gemm::Finish;
 use crate::ops::conv::ConvProblem;
 use crate::par::OutPtr;
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Output channels per register block (with [`XB`]: 24 accumulators of the 32
 /// vector registers).
@@ -27,20 +37,89 @@ const XB: usize = 3;
 const MAX_CHANNELS: usize = 64;
 /// Widest kernel handled (one load mask per column tap and vector).
 const MAX_KW: usize = 8;
+/// Most products per output element (`c * kh * kw`) at which any number of output
+/// channels is computed here (ResNet's stem, 147, takes two thirds of im2col + SGEMM's
+/// time; its 3x3 layers on 64 channels, 576, are left to Winograd and SGEMM).
+const MAX_TAPS_ANY_CHANNELS: usize = 160;
+/// Widest stride handled ([`Phases`] splits rows in two).
+const MAX_STRIDE: usize = 2;
 /// Output rows per parallel task.
 const ROWS_PER_TASK: usize = 2;
 
 /// Whether [`conv`] computes `p` (and the CPU can run it).
 pub(crate) fn applies(p: &ConvProblem) -> bool {
     let w = &p.win;
+    let taps = p.c * w.kernel_size();
+    let stride_1 = w.stride == [1, 1, 1];
     crate::simd::Simd::has_avx512()
         && w.rank == 2
         && p.group == 1
-        && w.stride == [1, 1, 1]
+        && w.stride[1] <= MAX_STRIDE
+        && w.stride[2] <= MAX_STRIDE
         && w.dilation == [1, 1, 1]
         && !w.is_pointwise()
         && w.kernel[2] <= MAX_KW
-        && p.m < MAX_CHANNELS
+        && ((stride_1 && p.m < MAX_CHANNELS) || taps <= MAX_TAPS_ANY_CHANNELS)
+}
+
+/// The input as the kernel reads it: each row split into `stride` phases of `len`
+/// elements (phase `q` holds columns `q, q + stride, ...`, padded to `len`), so that
+/// the inputs of consecutive output columns under one tap are consecutive. With
+/// stride 1 that is the input itself, borrowed.
+struct Phases<'a> {
+    data: std::borrow::Cow<'a, [f32]>,
+    stride: usize,
+    len: usize,
+}
+
+impl<'a> Phases<'a> {
+    fn of(x: &'a [f32], iw: usize, stride: usize) -> Phases<'a> {
+        if stride == 1 {
+            return Phases {
+                data: std::borrow::Cow::Borrowed(x),
+                stride,
+                len: iw,
+            };
+        }
+        assert_eq!(stride, 2, "rows are split in two phases at most");
+        let len = iw.div_ceil(2);
+        let rows = x.len() / iw;
+        // Every element is written: the odd phase's padding (an odd row's last
+        // element) with zero, though masked loads never read it.
+        let mut data = crate::par::uninit_vec::<f32>(rows * 2 * len);
+        let split = |(src, dst): (&[f32], &mut [MaybeUninit<f32>])| {
+            let (even, odd) = dst.split_at_mut(len);
+            // Pairs of columns, which vectorises.
+            for ((pair, e), o) in src.chunks_exact(2).zip(&mut *even).zip(&mut *odd) {
+                e.write(pair[0]);
+                o.write(pair[1]);
+            }
+            if iw % 2 == 1 {
+                even[len - 1].write(src[iw - 1]);
+                odd[len - 1].write(0.0);
+            }
+        };
+        if x.len() < 1 << 16 {
+            x.chunks_exact(iw)
+                .zip(data.chunks_exact_mut(2 * len))
+                .for_each(split);
+        } else {
+            x.par_chunks_exact(iw)
+                .zip(data.par_chunks_exact_mut(2 * len))
+                .for_each(split);
+        }
+        Phases {
+            // SAFETY: `split` wrote every element of every row's phases.
+            data: std::borrow::Cow::Owned(unsafe { crate::par::assume_written(data) }),
+            stride,
+            len,
+        }
+    }
+
+    /// Valid elements of phase `q`.
+    fn valid(&self, q: usize, iw: usize) -> usize {
+        (iw - q.min(iw)).div_ceil(self.stride)
+    }
 }
 
 /// Weights packed for [`conv`]: `[block][c][ky][kx][MB]`.
@@ -62,9 +141,16 @@ pub(crate) fn pack_weights(w: &[f32], p: &ConvProblem) -> DirectWeights {
     DirectWeights { packed }
 }
 
-/// Computes the convolution into `out` (`n * m * oh * ow`), which holds the bias planes
-/// (or zeros) on entry. `applies(p)` must hold.
-pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32]) {
+/// Computes the convolution into `out` (`n * m * oh * ow`, every element written, none
+/// read), each element finished as `finish` says (its bias per output channel, its
+/// residual laid out as `out`). `applies(p)` must hold.
+pub(crate) fn conv(
+    x: &[f32],
+    w: &DirectWeights,
+    finish: Finish<'_>,
+    p: &ConvProblem,
+    out: &mut [MaybeUninit<f32>],
+) {
     assert!(applies(p), "direct convolution on an unsupported problem");
     let win = &p.win;
     let (oh, ow) = (win.output[1], win.output[2]);
@@ -74,10 +160,20 @@ pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32
         w.packed.len(),
         p.m.div_ceil(MB) * p.c * win.kernel_size() * MB
     );
+    assert!(
+        finish.bias.is_none_or(|b| b.len() == p.m),
+        "one bias per channel"
+    );
+    assert!(
+        finish.residual.is_none_or(|r| r.len() == out.len()),
+        "residual laid out as the output"
+    );
     let blocks = p.m.div_ceil(MB);
     let chunks = oh.div_ceil(ROWS_PER_TASK);
     let tasks = p.n * blocks * chunks;
-    let ptr = OutPtr(out.as_mut_ptr());
+    let ptr = OutPtr(out.as_mut_ptr().cast::<f32>());
+    let phases = Phases::of(x, win.input[2], win.stride[2]);
+    let x = &phases;
     let run = |t: usize| {
         let (ni, rest) = (t / (blocks * chunks), t % (blocks * chunks));
         let (b, chunk) = (rest / chunks, rest % chunks);
@@ -87,10 +183,10 @@ pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32
             // and this task alone writes row `oy` of block `b`'s planes of image `ni`.
             #[cfg(target_arch = "x86_64")]
             unsafe {
-                avx512::row(x, w, p, ni, b, oy, ptr)
+                avx512::row(x, w, &finish, p, ni, b, oy, ptr)
             };
             #[cfg(not(target_arch = "x86_64"))]
-            let _ = (ni, b, oy, ptr);
+            let _ = (ni, b, oy, ptr, &finish);
         }
     };
     let work = p.n * p.m * p.c * win.kernel_size() * oh * ow;
@@ -99,44 +195,79 @@ pub(crate) fn conv(x: &[f32], w: &DirectWeights, p: &ConvProblem, out: &mut [f32
     } else {
         (0..tasks).into_par_iter().for_each(run);
     }
+    if let std::borrow::Cow::Owned(split) = phases.data {
+        crate::arena::give(split);
+    }
 }
 
 // Tap loops index several per-tap arrays (weights, masks, offsets) by the tap.
 #[allow(clippy::needless_range_loop)]
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{ConvProblem, DirectWeights, MAX_KW, MB, XB};
+    use super::{ConvProblem, DirectWeights, Finish, Phases, MAX_KW, MB, XB};
     use crate::par::OutPtr;
     use crate::simd::lane_mask;
     use std::arch::x86_64::*;
 
     /// Output row `oy` of image `ni`, channels of block `b`: blocks of [`XB`] vectors,
-    /// then one narrower block for the vectors left.
+    /// then narrower blocks for the vectors left.
     ///
     /// # Safety
     /// AVX-512 F must be available, the sizes those [`super::conv`] checks, and no
     /// other thread may write this row of these planes.
     #[target_feature(enable = "avx512f")]
+    #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn row(
-        x: &[f32],
+        x: &Phases<'_>,
         w: &DirectWeights,
+        finish: &Finish<'_>,
         p: &ConvProblem,
         ni: usize,
         b: usize,
         oy: usize,
         out: OutPtr<f32>,
     ) {
+        if p.win.stride[2] == 1 {
+            blocks::<1>(x, w, finish, p, (ni, b, oy), out)
+        } else {
+            blocks::<2>(x, w, finish, p, (ni, b, oy), out)
+        }
+    }
+
+    /// [`row`] for horizontal stride `SX`.
+    ///
+    /// # Safety
+    /// As [`row`].
+    #[inline(always)]
+    unsafe fn blocks<const SX: usize>(
+        x: &Phases<'_>,
+        w: &DirectWeights,
+        finish: &Finish<'_>,
+        p: &ConvProblem,
+        (ni, b, oy): (usize, usize, usize),
+        out: OutPtr<f32>,
+    ) {
         let ow = p.win.output[2];
         let vectors = ow.div_ceil(16);
+        // A lone vector left after blocks of XB is taken with the last of them as two
+        // blocks of 2 (a 1-vector block uses its broadcast weights a third as well).
+        let full = match vectors % XB {
+            1 if vectors > XB => vectors / XB - 1,
+            _ => vectors / XB,
+        };
         let mut v = 0;
-        while v + XB <= vectors {
-            block::<XB>(x, w, p, (ni, b, oy, 16 * v), out);
+        for _ in 0..full {
+            block::<XB, SX>(x, w, finish, p, (ni, b, oy, 16 * v), out);
             v += XB;
+        }
+        if vectors - v == XB + 1 {
+            block::<2, SX>(x, w, finish, p, (ni, b, oy, 16 * v), out);
+            v += 2;
         }
         match vectors - v {
             0 => {}
-            1 => block::<1>(x, w, p, (ni, b, oy, 16 * v), out),
-            2 => block::<2>(x, w, p, (ni, b, oy, 16 * v), out),
+            1 => block::<1, SX>(x, w, finish, p, (ni, b, oy, 16 * v), out),
+            2 => block::<2, SX>(x, w, finish, p, (ni, b, oy, 16 * v), out),
             left => unreachable!("{left} vectors left in a block of {XB}"),
         }
     }
@@ -147,9 +278,10 @@ mod avx512 {
     /// # Safety
     /// As [`row`].
     #[inline(always)]
-    unsafe fn block<const V: usize>(
-        x: &[f32],
+    unsafe fn block<const V: usize, const SX: usize>(
+        x: &Phases<'_>,
         w: &DirectWeights,
+        finish: &Finish<'_>,
         p: &ConvProblem,
         (ni, b, oy, ox0): (usize, usize, usize, usize),
         out: OutPtr<f32>,
@@ -159,45 +291,72 @@ mod avx512 {
         let [_, ih, iw] = win.input;
         let [_, oh, ow] = win.output;
         let (top, left) = (win.pad_begin[1] as isize, win.pad_begin[2] as isize);
-        let plane = ih * iw;
-        let xi = x.as_ptr().add(ni * p.c * plane);
+        let sy = win.stride[1];
+        debug_assert_eq!(win.stride[2], SX);
+        // One input row: its `SX` phases of `x.len` elements.
+        let row_len = SX * x.len;
+        let plane = ih * row_len;
+        let xi = x.data.as_ptr().add(ni * p.c * plane);
         // Kernel rows that land inside the input for this output row.
-        let ky_lo = (top - oy as isize).max(0) as usize;
-        let ky_hi = ((ih as isize + top - oy as isize).max(0) as usize).min(kh);
+        let y0 = (sy * oy) as isize - top;
+        let ky_lo = (-y0).max(0) as usize;
+        let ky_hi = ((ih as isize - y0).max(0) as usize).min(kh);
         let wb = w.packed.as_ptr().add(b * p.c * kh * kw * MB);
         let rows_here = MB.min(p.m - b * MB);
-        let out_row = |r: usize| out.0.add(((ni * p.m + b * MB + r) * oh + oy) * ow);
+        let row_at = |r: usize| ((ni * p.m + b * MB + r) * oh + oy) * ow;
         // Lanes of each vector inside the output row, and, per column tap, inside the
         // input row (the rest is padding: loaded as zero, never read).
+        // Column tap `kx` reads phase `q` of each row from element `first(kx)` on (for
+        // the block's first output column).
+        let phase = |kx: usize| {
+            let t = kx as isize - left;
+            if SX == 1 {
+                (0, ox0 as isize + t)
+            } else {
+                (t.rem_euclid(2) as usize, ox0 as isize + t.div_euclid(2))
+            }
+        };
+        let first = |kx: usize| {
+            let (q, at) = phase(kx);
+            (q * x.len) as isize + at
+        };
         let mut store = [0u16; V];
         let mut load = [[0u16; MAX_KW]; V];
-        for j in 0..V {
-            store[j] = lane_mask(ox0 as isize + 16 * j as isize, 0, ow as isize);
-            for kx in 0..kw {
-                let first = (ox0 + 16 * j + kx) as isize - left;
-                load[j][kx] = lane_mask(first, 0, iw as isize);
+        for kx in 0..kw {
+            let (q, at) = phase(kx);
+            for j in 0..V {
+                let valid = x.valid(q, iw) as isize;
+                load[j][kx] = lane_mask(at + 16 * j as isize, 0, valid);
             }
         }
+        for j in 0..V {
+            store[j] = lane_mask(ox0 as isize + 16 * j as isize, 0, ow as isize);
+        }
+        // The block's biases, zero past its rows: every register row is set with a
+        // constant trip count, so that the accumulators stay in registers.
+        let mut bias = [0.0f32; MB];
+        if let Some(all) = finish.bias {
+            bias[..rows_here].copy_from_slice(&all[b * MB..][..rows_here]);
+        }
         let mut acc = [[_mm512_setzero_ps(); V]; MB];
-        for (r, acc_r) in acc.iter_mut().enumerate().take(rows_here) {
+        for r in 0..MB {
             for j in 0..V {
-                acc_r[j] = _mm512_maskz_loadu_ps(store[j], out_row(r).add(ox0 + 16 * j));
+                acc[r][j] = _mm512_set1_ps(bias[r]);
             }
         }
         for c in 0..p.c {
             let xc = xi.add(c * plane);
             let wc = wb.add(c * kh * kw * MB);
             for ky in ky_lo..ky_hi {
-                let iy = oy + ky - top as usize;
-                let xr = xc.add(iy * iw);
+                let iy = (y0 + ky as isize) as usize;
+                let xr = xc.add(iy * row_len);
                 let wr = wc.add(ky * kw * MB);
                 for kx in 0..kw {
-                    let first = (ox0 + kx) as isize - left;
                     let mut xs = [_mm512_setzero_ps(); V];
                     for (j, v) in xs.iter_mut().enumerate() {
                         // Masked-off lanes are not accessed (no fault), so the address
                         // may lie outside the row.
-                        let at = xr.wrapping_offset(first + 16 * j as isize);
+                        let at = xr.wrapping_offset(first(kx) + 16 * j as isize);
                         *v = _mm512_maskz_loadu_ps(load[j][kx], at);
                     }
                     let wt = wr.add(kx * MB);
@@ -210,9 +369,33 @@ mod avx512 {
                 }
             }
         }
-        for (r, acc_r) in acc.iter().enumerate().take(rows_here) {
+        // Relu is applied in registers when no residual comes before it.
+        let relu_here = finish.relu && finish.residual.is_none();
+        for r in 0..MB {
+            if r >= rows_here {
+                continue;
+            }
+            let at = row_at(r) + ox0;
             for j in 0..V {
-                _mm512_mask_storeu_ps(out_row(r).add(ox0 + 16 * j), store[j], acc_r[j]);
+                let mut v = acc[r][j];
+                if relu_here {
+                    // As the Relu op: zero where v <= 0 (-0 included), NaN kept.
+                    let zero = _mm512_setzero_ps();
+                    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(v, zero), v, zero);
+                }
+                _mm512_mask_storeu_ps(out.0.add(at + 16 * j), store[j], v);
+            }
+        }
+        // A residual, then Relu, over the block's rows while they are in L1, in a
+        // function of their own (inside this one they cost the accumulators their
+        // registers).
+        if finish.residual.is_some() {
+            let len = (16 * V).min(ow - ox0);
+            for r in 0..rows_here {
+                let at = row_at(r) + ox0;
+                let row = std::slice::from_raw_parts_mut(out.0.add(at), len);
+                let residual = finish.residual.map(|res| &res[at..at + len]);
+                crate::gemm::finish_row(row, None, residual, finish.relu);
             }
         }
     }
@@ -224,7 +407,7 @@ mod tests {
     use crate::ops::conv_depthwise::tests::values;
     use crate::ops::window::Window;
 
-    /// A plain 2-D convolution (group 1, stride 1) as the oracle.
+    /// A plain 2-D convolution (group 1) as the oracle.
     #[allow(clippy::too_many_arguments)]
     fn naive(
         x: &[f32],
@@ -233,9 +416,10 @@ mod tests {
         (n, c, ih, iw): (usize, usize, usize, usize),
         (m, kh, kw): (usize, usize, usize),
         (pt, pl, pb, pr): (usize, usize, usize, usize),
+        (sy, sx): (usize, usize),
     ) -> Vec<f32> {
-        let oh = ih + pt + pb - kh + 1;
-        let ow = iw + pl + pr - kw + 1;
+        let oh = (ih + pt + pb - kh) / sy + 1;
+        let ow = (iw + pl + pr - kw) / sx + 1;
         let mut out = vec![0.0f64; n * m * oh * ow];
         for ni in 0..n {
             for mo in 0..m {
@@ -245,8 +429,8 @@ mod tests {
                         for ci in 0..c {
                             for ky in 0..kh {
                                 for kx in 0..kw {
-                                    let iy = (y + ky) as isize - pt as isize;
-                                    let ix = (xx + kx) as isize - pl as isize;
+                                    let iy = (sy * y + ky) as isize - pt as isize;
+                                    let ix = (sx * xx + kx) as isize - pl as isize;
                                     if iy < 0 || ix < 0 || iy >= ih as isize || ix >= iw as isize {
                                         continue;
                                     }
@@ -269,13 +453,19 @@ mod tests {
         if !crate::simd::Simd::has_avx512() {
             return;
         }
-        for &(n, c, ih, iw, m, kh, kw, pads) in &[
-            (1, 5, 7, 20, 7, 3, 3, (1, 1, 1, 1)),
-            (2, 3, 9, 33, 13, 3, 5, (0, 2, 1, 2)),
-            (1, 16, 12, 70, 24, 3, 3, (1, 1, 1, 1)),
-            (1, 2, 4, 17, 1, 2, 2, (0, 0, 0, 0)),
-            (1, 4, 6, 40, 31, 7, 7, (3, 3, 3, 3)),
-            (1, 3, 3, 18, 5, 5, 3, (0, 1, 4, 1)),
+        let mut strided = 0;
+        for &(n, c, ih, iw, m, kh, kw, pads, strides) in &[
+            (1, 5, 7, 20, 7, 3, 3, (1, 1, 1, 1), (1, 1)),
+            (2, 3, 9, 33, 13, 3, 5, (0, 2, 1, 2), (1, 1)),
+            (1, 16, 12, 70, 24, 3, 3, (1, 1, 1, 1), (1, 1)),
+            (1, 2, 4, 17, 1, 2, 2, (0, 0, 0, 0), (1, 1)),
+            (1, 4, 6, 40, 31, 7, 7, (3, 3, 3, 3), (1, 1)),
+            (1, 3, 3, 18, 5, 5, 3, (0, 1, 4, 1), (1, 1)),
+            // Stems: stride 2, any number of output channels.
+            (1, 3, 30, 45, 70, 7, 7, (3, 3, 3, 3), (2, 2)),
+            (2, 3, 17, 64, 16, 3, 3, (1, 1, 1, 1), (2, 2)),
+            (1, 2, 11, 37, 9, 4, 5, (0, 2, 1, 1), (2, 1)),
+            (1, 1, 9, 100, 3, 3, 8, (1, 7, 0, 3), (1, 2)),
         ] {
             let x = values(n * c * ih * iw, 1);
             let w = values(m * c * kh * kw, 2);
@@ -284,14 +474,14 @@ mod tests {
                 rank: 2,
                 input: [1, ih, iw],
                 kernel: [1, kh, kw],
-                stride: [1, 1, 1],
+                stride: [1, strides.0, strides.1],
                 dilation: [1, 1, 1],
                 pad_begin: [0, pads.0, pads.1],
                 pad_end: [0, pads.2, pads.3],
                 output: [
                     1,
-                    ih + pads.0 + pads.2 - kh + 1,
-                    iw + pads.1 + pads.3 - kw + 1,
+                    (ih + pads.0 + pads.2 - kh) / strides.0 + 1,
+                    (iw + pads.1 + pads.3 - kw) / strides.1 + 1,
                 ],
             };
             let p = ConvProblem {
@@ -304,16 +494,33 @@ mod tests {
             if !applies(&p) {
                 continue;
             }
-            let out_sp = p.win.output_size();
-            let mut out: Vec<f32> = (0..n * m)
-                .flat_map(|i| std::iter::repeat_n(bias[i % m], out_sp))
-                .collect();
-            conv(&x, &pack_weights(&w, &p), &p, &mut out);
-            let want = naive(&x, &w, &bias, (n, c, ih, iw), (m, kh, kw), pads);
-            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
-                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{i}: {a} vs {b}");
+            let len = n * m * p.win.output_size();
+            let residual = values(len, 4);
+            let packed = pack_weights(&w, &p);
+            strided += usize::from(strides != (1, 1));
+            let want = naive(&x, &w, &bias, (n, c, ih, iw), (m, kh, kw), pads, strides);
+            // Bias alone, then bias, residual and Relu applied by the kernel.
+            for fused in [false, true] {
+                let mut out = vec![MaybeUninit::new(f32::NAN); len];
+                let finish = Finish {
+                    bias: Some(&bias),
+                    residual: fused.then_some(residual.as_slice()),
+                    relu: fused,
+                };
+                conv(&x, &packed, finish, &p, &mut out);
+                for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                    // SAFETY: every element was initialised above.
+                    let a = unsafe { a.assume_init() };
+                    let b = if fused {
+                        (b + residual[i]).max(0.0)
+                    } else {
+                        *b
+                    };
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{i}: {a} vs {b}");
+                }
             }
         }
+        assert_eq!(strided, 4, "every strided case runs here");
     }
 }
 
@@ -357,11 +564,17 @@ mod speed {
             let x = vec![0.5f32; c * hw * hw];
             let w = pack_weights(&vec![0.25f32; m * c * 9], &p);
             let mut out = vec![0.0f32; m * hw * hw];
+            let mut direct_out = vec![MaybeUninit::new(0.0f32); m * hw * hw];
+            let finish = Finish {
+                bias: None,
+                residual: None,
+                relu: false,
+            };
             // The fastest of 50 runs (the machine may be shared).
             let s = (0..50)
                 .map(|_| {
                     let t = std::time::Instant::now();
-                    conv(&x, &w, &p, &mut out);
+                    conv(&x, &w, finish, &p, &mut direct_out);
                     t.elapsed().as_secs_f64()
                 })
                 .fold(f64::INFINITY, f64::min);

@@ -304,6 +304,21 @@ fn average_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     let dtype = ctx.float_dtype(0)?;
     let include_pad = ctx.attr_int("count_include_pad", 0)? != 0;
     let p = pool_input(ctx, true)?;
+    let win = &p.win;
+    if win.kernel == win.input
+        && win.pad_begin == [0; 3]
+        && win.pad_end == [0; 3]
+        && win.dilation == [1; 3]
+        && win.input_size() > 0
+    {
+        // One window over each whole plane (ResNet's 7x7 head): a global average.
+        let in_sp = win.input_size();
+        let mut out = vec![0.0f32; p.planes];
+        par::chunks_mut(&mut out, 1, p.planes * in_sp, |i, o| {
+            o[0] = (plane_sum(&p.data[i * in_sp..][..in_sp]) / in_sp as f64) as f32
+        });
+        return Ok(vec![tensor_from_f32(dtype, p.out_shape, out)]);
+    }
     let out = pool_planes(&p, |src, taps, padded| {
         let sum: f32 = taps.iter().map(|&t| src[t]).sum();
         let count = if include_pad { padded } else { taps.len() };
@@ -536,6 +551,28 @@ mod tests {
         let mut c2 = ceil.to_vec();
         c2.push(("count_include_pad", Attr::Int(1)));
         assert_eq!(run("AveragePool", &c2, &x).as_f32().unwrap(), &[2.0, 3.5]);
+    }
+
+    #[test]
+    fn average_pool_over_whole_planes_is_the_global_average() {
+        // 2 planes of 7x7 (ResNet's head), values with no exact f32 sum.
+        let data: Vec<f32> = (0..98).map(|i| (i as f32 * 0.37).sin() * 1e3).collect();
+        let x = Tensor::from_f32(vec![1, 2, 7, 7], data.clone());
+        let y = run(
+            "AveragePool",
+            &[("kernel_shape", Attr::Ints(vec![7, 7]))],
+            &x,
+        );
+        assert_eq!(y.shape(), &[1, 2, 1, 1]);
+        let want: Vec<f32> = data
+            .chunks(49)
+            .map(|p| (p.iter().map(|&v| f64::from(v)).sum::<f64>() / 49.0) as f32)
+            .collect();
+        assert_eq!(y.as_f32().unwrap(), want.as_slice());
+        assert_eq!(
+            run("GlobalAveragePool", &[], &x).as_f32().unwrap(),
+            want.as_slice()
+        );
     }
 
     #[test]
