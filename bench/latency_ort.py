@@ -162,16 +162,19 @@ def main():
                     time_rtq(args.rtq, int8, name, shape, threads, args.duration,
                              ["--float-qdq"]),
                 ))
-            # Each column's median and p99 over the rounds; memory: the highest peak.
-            r32, o32, r8, o8, e8 = [
+            # Each column's median and p99 over the rounds, and its highest peak memory.
+            columns = [
                 (float(np.median([r[i][0] for r in rounds])),
                  float(np.median([r[i][1] for r in rounds])),
-                 max(r[i][2] for r in rounds), min(r[i][-1] for r in rounds))
+                 max(r[i][2] for r in rounds))
                 for i in range(5)]
+            r32, o32, r8, o8, e8 = columns
+            # onnxruntime's Python baseline (its 4th figure), the lowest seen.
+            baseline = min(r[i][3] for r in rounds for i in (1, 3))
 
             def ratio(a, b):
                 """Median ratio of columns a / b, with its range over the rounds."""
-                text = f"{(r32, o32, r8, o8)[a][0] / (r32, o32, r8, o8)[b][0]:.2f}"
+                text = f"{columns[a][0] / columns[b][0]:.2f}"
                 if len(rounds) > 1:
                     each = [r[a][0] / r[b][0] for r in rounds]
                     text += f" ({min(each):.2f}-{max(each):.2f})"
@@ -180,7 +183,7 @@ def main():
             print(f"| {label} | {cell(r32)} | {cell(o32)} | {ratio(0, 1)} | {cell(r8)} | "
                   f"{cell(o8)} | {ratio(2, 3)} | {ratio(2, 0)} | {cell(e8)} |",
                   flush=True)
-            memory.append((label, r32[2], o32[2], r8[2], o8[2], min(o32[3], o8[3])))
+            memory.append((label, r32[2], o32[2], r8[2], o8[2], baseline))
         print(f"\n{threads} thread(s), peak resident memory of each timing process, MiB "
               "(onnxruntime's includes its Python baseline, given apart)")
         print("| model | rtq FP32 | onnxruntime FP32 | rtq INT8 | onnxruntime INT8 "

@@ -34,8 +34,8 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[("Conv", conv)];
 /// attributes), plus an optional residual at input 3 (a tensor of the output's shape,
 /// added after the bias), then the activation named by attribute `activation` (`Relu`
 /// or `Identity`). On the im2col/GEMM path these are applied to each block of the
-/// product while it is in cache, on the direct path to each register block before its
-/// store; the other paths apply them in a pass over the output.
+/// product while it is in cache, on the direct path to each register block as it is
+/// stored; the other paths apply them in a pass over the output.
 pub(crate) const FUSED_KERNELS: &[(&str, Kernel)] = &[("FusedConv", fused_conv)];
 
 /// Elements per parallel task of the residual-and-Relu pass of the non-GEMM paths.

@@ -324,8 +324,8 @@ mod avx512 {
         let mut load = [[0u16; MAX_KW]; V];
         for kx in 0..kw {
             let (q, at) = phase(kx);
+            let valid = x.valid(q, iw) as isize;
             for j in 0..V {
-                let valid = x.valid(q, iw) as isize;
                 load[j][kx] = lane_mask(at + 16 * j as isize, 0, valid);
             }
         }
@@ -389,13 +389,12 @@ mod avx512 {
         // A residual, then Relu, over the block's rows while they are in L1, in a
         // function of their own (inside this one they cost the accumulators their
         // registers).
-        if finish.residual.is_some() {
+        if let Some(residual) = finish.residual {
             let len = (16 * V).min(ow - ox0);
             for r in 0..rows_here {
                 let at = row_at(r) + ox0;
                 let row = std::slice::from_raw_parts_mut(out.0.add(at), len);
-                let residual = finish.residual.map(|res| &res[at..at + len]);
-                crate::gemm::finish_row(row, None, residual, finish.relu);
+                crate::gemm::finish_row(row, None, Some(&residual[at..at + len]), finish.relu);
             }
         }
     }

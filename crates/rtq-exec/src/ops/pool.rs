@@ -312,11 +312,7 @@ fn average_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         && win.input_size() > 0
     {
         // One window over each whole plane (ResNet's 7x7 head): a global average.
-        let in_sp = win.input_size();
-        let mut out = vec![0.0f32; p.planes];
-        par::chunks_mut(&mut out, 1, p.planes * in_sp, |i, o| {
-            o[0] = (plane_sum(&p.data[i * in_sp..][..in_sp]) / in_sp as f64) as f32
-        });
+        let out = reduce_planes(&p.data, p.planes, win.input_size(), plane_mean);
         return Ok(vec![tensor_from_f32(dtype, p.out_shape, out)]);
     }
     let out = pool_planes(&p, |src, taps, padded| {
@@ -370,22 +366,36 @@ fn global(
     let planes = x.shape()[0] * x.shape()[1];
     let sp: usize = x.shape()[2..].iter().product();
     let data = ctx.float_input(0)?;
-    let mut out = vec![0.0f32; planes];
-    par::chunks_mut(&mut out, 1, planes * sp, |i, o| {
-        o[0] = f(&data[i * sp..][..sp])
-    });
+    let out = reduce_planes(&data, planes, sp, f);
     let mut shape = x.shape()[..2].to_vec();
     shape.extend(std::iter::repeat_n(1, x.rank() - 2));
     Ok(vec![tensor_from_f32(dtype, shape, out)])
 }
 
+/// `f` of each of the `planes` planes of `sp` elements of `data`, in parallel.
+fn reduce_planes(
+    data: &[f32],
+    planes: usize,
+    sp: usize,
+    f: impl Fn(&[f32]) -> f32 + Sync + Send,
+) -> Vec<f32> {
+    let mut out = vec![0.0f32; planes];
+    par::chunks_mut(&mut out, 1, planes * sp, |i, o| {
+        o[0] = f(&data[i * sp..][..sp])
+    });
+    out
+}
+
+/// The mean of a plane (summed in f64; NaN when empty).
+fn plane_mean(v: &[f32]) -> f32 {
+    if v.is_empty() {
+        return f32::NAN;
+    }
+    (plane_sum(v) / v.len() as f64) as f32
+}
+
 fn global_average_pool(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
-    global(ctx, |v| {
-        if v.is_empty() {
-            return f32::NAN;
-        }
-        (plane_sum(v) / v.len() as f64) as f32
-    })
+    global(ctx, plane_mean)
 }
 
 /// Interleaved partial sums of [`plane_sum`]: independent additions for the vector
