@@ -45,7 +45,8 @@ impl<'a> OpCtx<'a> {
     }
 
     /// Where the kernel may keep work derived from the node's constant inputs (every
-    /// input but the first); `None` when they may change between evaluations.
+    /// input but the first, and but a `FusedConv`'s residual); `None` when they may
+    /// change between evaluations.
     pub fn memo(&self) -> Option<&'a Memo> {
         self.memo
     }

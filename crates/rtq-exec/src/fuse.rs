@@ -464,7 +464,7 @@ fn hard_swish(graph: &Graph, readers: &Readers, id: NodeId) -> Option<(ValueId, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::Plan;
     use rtq_ir::{DType, Dim, Tensor};
@@ -608,7 +608,7 @@ mod tests {
 
     /// How a test Conv joins its residual branch.
     #[derive(Clone, Copy)]
-    enum Join {
+    pub(crate) enum Join {
         /// `Add(conv, residual)`.
         AddAfter,
         /// `Add(residual, conv)`.
@@ -622,7 +622,7 @@ mod tests {
     /// channels; the residual is another Conv's output (of `residual_channels`
     /// channels: 8 is the Conv's shape, 1 broadcasts). `shared` makes the Conv's
     /// output a graph output too.
-    fn conv_residual(
+    pub(crate) fn conv_residual(
         kernel: usize,
         group: usize,
         join: Join,

@@ -203,6 +203,7 @@ impl Plan {
             let memo_ok = node.subgraphs().next().is_some()
                 || srcs
                     .iter()
+                    .take(memo_inputs(node))
                     .skip(1)
                     .all(|s| matches!(s, None | Some(Source::Const(_))));
             steps.push(Step {
@@ -511,6 +512,17 @@ impl Plan {
     }
 }
 
+/// How many of `node`'s first inputs its kernel may derive work from for its memo (the
+/// first is never one): all of them, except a fused convolution's residual (input 3),
+/// which its kernel only adds to the output, so it may change between runs.
+fn memo_inputs(node: &Node) -> usize {
+    if node.op_type == "FusedConv" && node.domain == crate::ops::integer::INTEGER_DOMAIN {
+        3
+    } else {
+        usize::MAX
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,6 +530,27 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn a_fused_convolution_keeps_derived_filters_whatever_its_residual() {
+        use crate::fuse::tests::{conv_residual, Join};
+        let mut g = conv_residual(3, 1, Join::AddAfter, true, 8, false);
+        assert_eq!(crate::fuse_activations(&mut g), 1);
+        let plan = Plan::new(&g).unwrap();
+        let fused = |plan: &Plan| {
+            let step = plan.steps.iter().find(|s| s.node.op_type == "FusedConv");
+            step.map(|s| (s.memo_ok, s.memo.get().is_some())).unwrap()
+        };
+        assert!(fused(&plan).0, "the residual is a per-run input");
+        let x = Tensor::from_f32(vec![2, 4, 5, 6], vec![0.5; 240]);
+        plan.run(&[("x".into(), x)]).unwrap();
+        if crate::simd::Simd::has_avx512() {
+            assert!(
+                fused(&plan).1,
+                "the direct kernel's packed filters are kept"
+            );
+        }
+    }
 
     #[test]
     fn plan_is_send_sync_static() {

@@ -17,7 +17,7 @@ use crate::memo::derived;
 use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::window::{valid_taps, Window};
 use crate::ops::winograd;
-use crate::ops::{conv_depthwise, conv_direct};
+use crate::ops::{conv_channels, conv_depthwise, conv_direct};
 use crate::par::{self, OutPtr};
 use crate::registry::Kernel;
 use crate::simd::multiversioned;
@@ -135,7 +135,9 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
         }
     }
     let direct = conv_direct::applies(&problem);
-    let gemm = !direct && !winograd::applies(&problem) && problem.c / problem.group > 1;
+    let channels = !direct && !winograd::applies(&problem) && conv_channels::applies(&problem);
+    let gemm =
+        !direct && !channels && !winograd::applies(&problem) && problem.c / problem.group > 1;
     // Bias, residual and Relu applied to each block of the output as it is computed,
     // while it is in cache.
     let finish = Finish {
@@ -145,6 +147,12 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
     };
     let out = if gemm {
         conv_gemm(&xs, &ws, finish, &problem)
+    } else if channels {
+        let packed = derived(ctx.memo(), || conv_channels::pack_weights(&ws, &problem));
+        let mut out = par::uninit_vec(n * m * problem.win.output_size());
+        conv_channels::conv(&xs, &packed, finish, &problem, &mut out);
+        // SAFETY: the channel-vectorised kernel writes every output element.
+        unsafe { par::assume_written(out) }
     } else if direct {
         let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
         let mut out = par::uninit_vec(n * m * problem.win.output_size());

@@ -401,14 +401,14 @@ mod avx512 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ops::conv_depthwise::tests::values;
     use crate::ops::window::Window;
 
     /// A plain 2-D convolution (group 1) as the oracle.
     #[allow(clippy::too_many_arguments)]
-    fn naive(
+    pub(crate) fn naive(
         x: &[f32],
         w: &[f32],
         bias: &[f32],

@@ -13,6 +13,7 @@ mod concat;
 mod constant;
 mod control_flow;
 pub(crate) mod conv;
+mod conv_channels;
 mod conv_depthwise;
 mod conv_direct;
 pub(crate) mod conv_transpose;

@@ -1,0 +1,582 @@
+//! Convolution as a product vectorised along output channels, for outputs of few
+//! positions (ResNet-50's last stages: 7x7 and 14x14 planes) on AVX-512.
+//!
+//! SGEMM over `[m x k] x [k x positions]` vectorises along the output's rows, the
+//! positions: a 7x7 plane leaves the gemm crate's 48-wide tiles one position for a
+//! tile of its own, and the filters are packed again on every call. Here the filters
+//! are packed once per node, `[block][k][MB]`, and a register tile holds [`P`]
+//! positions x [`MB`] output channels (4 vectors): for every step of the inner
+//! dimension, 4 filter vectors are loaded and multiplied by `P` broadcast inputs, read
+//! in place from the input (1x1, stride 1) or from im2col's columns. A task takes one
+//! block of output channels over a chunk of positions, and the inner dimension in
+//! slices of [`KC`], so that a slice of the block's filters stays in cache while every
+//! tile of the chunk uses it. Tiles are kept, from their biases on, in a small
+//! channel-last buffer; the last slice's sums are written to the output planes, then
+//! finished there (residual, Relu) while they are in L1.
+//!
+//! Each output element is its bias (or zero) plus the products in inner-dimension
+//! order (input channel, kernel row, kernel column), formed with fused multiply-adds:
+//! the same on any number of threads.
+
+use crate::gemm::Finish;
+use crate::ops::columns::{with_columns, COL_BUDGET};
+use crate::ops::conv::{im2col, ConvProblem};
+use crate::par::OutPtr;
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
+
+/// Output channels per block (4 vectors of 16).
+const MB: usize = 64;
+/// Positions per register tile (with 4 vectors: 24 accumulators of the 32 vector
+/// registers, plus the 4 filter vectors and a broadcast input).
+const P: usize = 6;
+/// Register tiles per task: a chunk of at most `TILES * P` positions.
+const TILES: usize = 9;
+/// Inner-dimension steps per slice (a slice of a block's filters: 64 KiB).
+const KC: usize = 256;
+/// Most output positions (per image) computed here. Planes of up to 64 positions
+/// leave SGEMM's 48-wide position tiles part empty (measured, one thread: 512 -> 2048
+/// 1x1 on 7x7 1.0 ms here, 1.3 ms by SGEMM); up to 14x14, the filters packed once
+/// still pay (in ResNet-50, one thread: its 256 -> 1024 1x1 layers with their
+/// residual 1.19-1.24 ms by SGEMM, 1.07-1.12 ms here; the 3x3 stride-2 layer on 256
+/// channels 2.7 ms by im2col + SGEMM, 2.5 ms here). On bigger planes SGEMM's tiles
+/// are full and it wins (128 -> 512 1x1 on 28x28: 1.1 ms by SGEMM, 1.4 ms here).
+const MAX_POSITIONS: usize = 256;
+/// Shortest inner dimension (`c * kh * kw`) computed here.
+const MIN_DEPTH: usize = 256;
+/// Fewest filter elements (`m * c * kh * kw`) computed here: below, filters and
+/// columns stay in cache whatever the order, and the transposed store and im2col
+/// weigh more (64 -> 128 3x3 stride 2 to 7x7: 0.19 ms here, 0.15 ms by SGEMM).
+const MIN_FILTERS: usize = 1 << 17;
+
+/// Whether [`conv`] computes `p` (and the CPU can run it).
+pub(crate) fn applies(p: &ConvProblem) -> bool {
+    let w = &p.win;
+    let depth = p.c * w.kernel_size();
+    let positions = w.output_size();
+    crate::simd::Simd::has_avx512()
+        && p.group == 1
+        && p.m.is_multiple_of(MB)
+        && positions > 0
+        && positions <= MAX_POSITIONS
+        && depth >= MIN_DEPTH
+        && p.m * depth >= MIN_FILTERS
+        && (w.is_pointwise() || depth * positions <= COL_BUDGET)
+}
+
+/// Filters packed for [`conv`]: `[block][k][MB]`.
+pub(crate) struct ChannelWeights {
+    packed: Vec<f32>,
+}
+
+/// Packs `w` (`m x c x kernel`) for [`conv`].
+pub(crate) fn pack_weights(w: &[f32], p: &ConvProblem) -> ChannelWeights {
+    let depth = p.c * p.win.kernel_size();
+    assert_eq!(w.len(), p.m * depth, "filter size");
+    let mut packed = vec![0.0f32; p.m * depth];
+    for (mo, filter) in w.chunks_exact(depth).enumerate() {
+        let (b, r) = (mo / MB, mo % MB);
+        for (i, &v) in filter.iter().enumerate() {
+            packed[(b * depth + i) * MB + r] = v;
+        }
+    }
+    ChannelWeights { packed }
+}
+
+/// Computes the convolution into `out` (`n * m * positions`, every element written,
+/// none read), each element finished as `finish` says (its bias per output channel,
+/// its residual laid out as `out`). `applies(p)` must hold.
+pub(crate) fn conv(
+    x: &[f32],
+    w: &ChannelWeights,
+    finish: Finish<'_>,
+    p: &ConvProblem,
+    out: &mut [MaybeUninit<f32>],
+) {
+    assert!(
+        applies(p),
+        "channel-vectorised convolution on an unsupported problem"
+    );
+    let win = &p.win;
+    let (in_sp, positions) = (win.input_size(), win.output_size());
+    let depth = p.c * win.kernel_size();
+    assert_eq!(out.len(), p.n * p.m * positions, "output size");
+    assert_eq!(x.len(), p.n * p.c * in_sp, "input size");
+    assert_eq!(w.packed.len(), p.m * depth, "packed filter size");
+    assert!(
+        finish.bias.is_none_or(|b| b.len() == p.m),
+        "one bias per channel"
+    );
+    assert!(
+        finish.residual.is_none_or(|r| r.len() == out.len()),
+        "residual laid out as the output"
+    );
+    let pointwise = win.is_pointwise();
+    let col_len = if pointwise { 0 } else { depth * positions };
+    let blocks = p.m / MB;
+    let tiles = positions.div_ceil(P);
+    let chunks = tiles.div_ceil(TILES);
+    // Chunk `i`'s positions: balanced whole tiles, clipped to the plane.
+    let chunk = move |i: usize| {
+        let at = |i: usize| (tiles * i / chunks * P).min(positions);
+        at(i)..at(i + 1)
+    };
+    let ptr = OutPtr(out.as_mut_ptr().cast::<f32>());
+    let work = p.m * depth * positions;
+    for ni in 0..p.n {
+        let xi = &x[ni * p.c * in_sp..][..p.c * in_sp];
+        with_columns(col_len, |col| {
+            let cols: &[f32] = if pointwise {
+                xi
+            } else {
+                im2col(xi, win, 0, positions, col, work >= 1 << 20);
+                col
+            };
+            let run = |t: usize| {
+                let (b, range) = (t / chunks, chunk(t % chunks));
+                // SAFETY: AVX-512 F is available (`applies`), the sizes were checked
+                // above, and this task alone writes block `b`'s planes of image `ni`
+                // over `range`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    avx512::task(cols, w, &finish, p, (ni, b, range), ptr)
+                };
+                #[cfg(not(target_arch = "x86_64"))]
+                let _ = (b, range, ptr, &finish, cols);
+            };
+            if work < 1 << 20 {
+                (0..blocks * chunks).for_each(run);
+            } else {
+                (0..blocks * chunks).into_par_iter().for_each(run);
+            }
+        });
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{ChannelWeights, ConvProblem, Finish, KC, MB, P, TILES};
+    use crate::par::OutPtr;
+    use std::arch::x86_64::*;
+    use std::ops::Range;
+
+    /// Block `b` of output channels of image `ni` over positions `range` (at most
+    /// `TILES * P`), from `cols` (`depth x positions`, row-major).
+    ///
+    /// # Safety
+    /// AVX-512 F must be available, the sizes those [`super::conv`] checks, and no
+    /// other thread may write these positions of these planes.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn task(
+        cols: &[f32],
+        w: &ChannelWeights,
+        finish: &Finish<'_>,
+        p: &ConvProblem,
+        (ni, b, range): (usize, usize, Range<usize>),
+        out: OutPtr<f32>,
+    ) {
+        let positions = p.win.output_size();
+        let depth = p.c * p.win.kernel_size();
+        debug_assert!(range.len() <= TILES * P);
+        // The chunk's sums, channel-last: `[position][MB]`.
+        let mut sums = [[0.0f32; MB]; TILES * P];
+        let mut bias = [0.0f32; MB];
+        if let Some(all) = finish.bias {
+            bias.copy_from_slice(&all[b * MB..][..MB]);
+        }
+        let wb = w.packed.as_ptr().add(b * depth * MB);
+        let mut k0 = 0;
+        while k0 < depth {
+            let kn = KC.min(depth - k0);
+            let ws = wb.add(k0 * MB);
+            let mut n0 = range.start;
+            while n0 < range.end {
+                let acc = sums.as_mut_ptr().add(n0 - range.start).cast::<f32>();
+                let xs = cols.as_ptr().add(k0 * positions + n0);
+                let from = if k0 == 0 { bias.as_ptr() } else { acc };
+                let step = if k0 == 0 { 0 } else { MB };
+                match range.end - n0 {
+                    1 => tile::<1>(ws, xs, positions, kn, from, step, acc),
+                    2 => tile::<2>(ws, xs, positions, kn, from, step, acc),
+                    3 => tile::<3>(ws, xs, positions, kn, from, step, acc),
+                    4 => tile::<4>(ws, xs, positions, kn, from, step, acc),
+                    5 => tile::<5>(ws, xs, positions, kn, from, step, acc),
+                    _ => tile::<P>(ws, xs, positions, kn, from, step, acc),
+                }
+                n0 += P;
+            }
+            k0 += kn;
+        }
+        // Written to the output planes, 16 channels x 16 positions at a time
+        // (transposed in registers), finished on the way.
+        let len = range.len();
+        let residual = finish.residual.map(|all| all.as_ptr());
+        for group in 0..MB / 16 {
+            for p0 in (0..len).step_by(16) {
+                let count = 16.min(len - p0);
+                let mask = if count == 16 {
+                    u16::MAX
+                } else {
+                    (1u16 << count) - 1
+                };
+                let mut rows = [_mm512_setzero_ps(); 16];
+                for (i, row) in rows.iter_mut().enumerate().take(count) {
+                    *row = _mm512_loadu_ps(sums[p0 + i][16 * group..].as_ptr());
+                }
+                let columns = transpose16(rows);
+                for (j, &column) in columns.iter().enumerate() {
+                    let channel = b * MB + 16 * group + j;
+                    let at = (ni * p.m + channel) * positions + range.start + p0;
+                    let mut v = column;
+                    if let Some(r) = residual {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, r.add(at)));
+                    }
+                    if finish.relu {
+                        // As the Relu op: zero where v <= 0 (-0 included), NaN kept.
+                        let zero = _mm512_setzero_ps();
+                        let off = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(v, zero);
+                        v = _mm512_mask_blend_ps(off, v, zero);
+                    }
+                    _mm512_mask_storeu_ps(out.0.add(at), mask, v);
+                }
+            }
+        }
+    }
+
+    /// The 16 x 16 block `rows` transposed: lane `i` of vector `j` of the result is
+    /// lane `j` of `rows[i]`.
+    #[inline(always)]
+    pub(super) unsafe fn transpose16(r: [__m512; 16]) -> [__m512; 16] {
+        let pd = _mm512_castps_pd;
+        let ps = _mm512_castpd_ps;
+        // Pairs of rows interleaved, then pairs of pairs: each 128-bit lane holds a
+        // 4 x 4 block transposed.
+        let mut t = [_mm512_setzero_ps(); 16];
+        for i in 0..8 {
+            t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+            t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+        }
+        let mut u = [_mm512_setzero_ps(); 16];
+        for i in 0..4 {
+            let (a, b, c, d) = (t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+            u[4 * i] = ps(_mm512_unpacklo_pd(pd(a), pd(c)));
+            u[4 * i + 1] = ps(_mm512_unpackhi_pd(pd(a), pd(c)));
+            u[4 * i + 2] = ps(_mm512_unpacklo_pd(pd(b), pd(d)));
+            u[4 * i + 3] = ps(_mm512_unpackhi_pd(pd(b), pd(d)));
+        }
+        // Then the 4 x 4 blocks moved across 128-bit lanes, in two rounds.
+        for i in 0..2 {
+            for j in 0..4 {
+                let (a, b) = (u[8 * i + j], u[8 * i + 4 + j]);
+                t[8 * i + j] = _mm512_shuffle_f32x4::<0x88>(a, b);
+                t[8 * i + 4 + j] = _mm512_shuffle_f32x4::<0xdd>(a, b);
+            }
+        }
+        for j in 0..8 {
+            u[j] = _mm512_shuffle_f32x4::<0x88>(t[j], t[8 + j]);
+            u[8 + j] = _mm512_shuffle_f32x4::<0xdd>(t[j], t[8 + j]);
+        }
+        u
+    }
+
+    /// `Q` positions x [`MB`] channels: the sums start from `from` (channel-last rows
+    /// `step` apart: 0 repeats one row, the biases), take `kn` steps of filters `w`
+    /// (`[k][MB]`) times inputs `x` (rows `ldx` apart), and are stored to `acc`
+    /// (channel-last rows of [`MB`]).
+    ///
+    /// # Safety
+    /// AVX-512 F must be available and every pointer valid for what it is read or
+    /// written for.
+    #[inline(always)]
+    unsafe fn tile<const Q: usize>(
+        w: *const f32,
+        x: *const f32,
+        ldx: usize,
+        kn: usize,
+        from: *const f32,
+        step: usize,
+        acc: *mut f32,
+    ) {
+        let mut sum = [[_mm512_setzero_ps(); 4]; Q];
+        for (j, s) in sum.iter_mut().enumerate() {
+            for (v, s) in s.iter_mut().enumerate() {
+                *s = _mm512_loadu_ps(from.add(j * step + 16 * v));
+            }
+        }
+        for k in 0..kn {
+            let wk = w.add(k * MB);
+            let wv = [
+                _mm512_loadu_ps(wk),
+                _mm512_loadu_ps(wk.add(16)),
+                _mm512_loadu_ps(wk.add(32)),
+                _mm512_loadu_ps(wk.add(48)),
+            ];
+            let xk = x.add(k * ldx);
+            for (j, s) in sum.iter_mut().enumerate() {
+                let xv = _mm512_set1_ps(*xk.add(j));
+                for (v, s) in s.iter_mut().enumerate() {
+                    *s = _mm512_fmadd_ps(wv[v], xv, *s);
+                }
+            }
+        }
+        for (j, s) in sum.iter().enumerate() {
+            for (v, s) in s.iter().enumerate() {
+                _mm512_storeu_ps(acc.add(j * MB + 16 * v), *s);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::conv_depthwise::tests::values;
+    use crate::ops::conv_direct::tests::naive;
+    use crate::ops::window::Window;
+
+    #[test]
+    fn matches_a_plain_convolution() {
+        if !crate::simd::Simd::has_avx512() {
+            return;
+        }
+        let mut ran = 0;
+        for &(n, c, ih, iw, m, k, pad, stride) in &[
+            // 1x1 on 7x7 (one chunk with a 1-position tail tile), two slices of depth.
+            (1, 300, 7, 7, 448, 1, 0, 1),
+            // 1x1 stride 2 (gathered columns), batch 2.
+            (2, 520, 14, 14, 256, 1, 0, 2),
+            // 3x3 stride 2 with padding; 3x3 stride 1 on a plane of 4 chunks.
+            (1, 40, 13, 11, 384, 3, 1, 2),
+            (1, 120, 15, 13, 128, 3, 1, 1),
+            // Every tail width: 1 to 5 positions.
+            (1, 2048, 1, 5, 64, 1, 0, 1),
+            (1, 2048, 2, 2, 64, 1, 0, 1),
+            (1, 2048, 1, 3, 64, 1, 0, 1),
+            (1, 2048, 1, 2, 64, 1, 0, 1),
+            (1, 2048, 1, 1, 64, 1, 0, 1),
+        ] {
+            let o = (ih + 2 * pad - k) / stride + 1;
+            let ow = (iw + 2 * pad - k) / stride + 1;
+            let p = ConvProblem {
+                n,
+                c,
+                m,
+                group: 1,
+                win: Window {
+                    rank: 2,
+                    input: [1, ih, iw],
+                    kernel: [1, k, k],
+                    stride: [1, stride, stride],
+                    dilation: [1, 1, 1],
+                    pad_begin: [0, pad, pad],
+                    pad_end: [0, pad, pad],
+                    output: [1, o, ow],
+                },
+            };
+            assert!(applies(&p), "{c}->{m} {k}x{k} on {ih}x{iw}");
+            let x = values(n * c * ih * iw, 1);
+            let w = values(m * c * k * k, 2);
+            let bias = values(m, 3);
+            let len = n * m * o * ow;
+            let residual = values(len, 4);
+            let packed = pack_weights(&w, &p);
+            let want = naive(
+                &x,
+                &w,
+                &bias,
+                (n, c, ih, iw),
+                (m, k, k),
+                (pad, pad, pad, pad),
+                (stride, stride),
+            );
+            for fused in [false, true] {
+                let mut out = vec![MaybeUninit::new(f32::NAN); len];
+                let finish = Finish {
+                    bias: Some(&bias),
+                    residual: fused.then_some(residual.as_slice()),
+                    relu: fused,
+                };
+                conv(&x, &packed, finish, &p, &mut out);
+                for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                    // SAFETY: every element was initialised above.
+                    let a = unsafe { a.assume_init() };
+                    let b = if fused {
+                        (b + residual[i]).max(0.0)
+                    } else {
+                        *b
+                    };
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{i}: {a} vs {b}");
+                }
+            }
+            ran += 1;
+        }
+        assert_eq!(ran, 9);
+    }
+
+    #[test]
+    fn transposes_16_by_16_blocks() {
+        if !crate::simd::Simd::has_avx512() {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::*;
+            let m: Vec<f32> = (0..256).map(|i| i as f32).collect();
+            let mut got = [0.0f32; 256];
+            // SAFETY: AVX-512 F is available (checked above); every pointer covers 16
+            // elements of `m` or `got`.
+            unsafe {
+                let rows = std::array::from_fn(|i| _mm512_loadu_ps(m[16 * i..].as_ptr()));
+                for (j, c) in avx512::transpose16(rows).iter().enumerate() {
+                    _mm512_storeu_ps(got[16 * j..].as_mut_ptr(), *c);
+                }
+            }
+            for i in 0..16 {
+                for j in 0..16 {
+                    assert_eq!(got[16 * j + i], m[16 * i + j], "row {i}, column {j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_thread_count() {
+        if !crate::simd::Simd::has_avx512() {
+            return;
+        }
+        // Big enough to run in parallel: 1024 -> 256 1x1 on 14x14.
+        let (c, hw, m) = (1024, 14, 256);
+        let p = ConvProblem {
+            n: 1,
+            c,
+            m,
+            group: 1,
+            win: Window {
+                rank: 2,
+                input: [1, hw, hw],
+                kernel: [1, 1, 1],
+                stride: [1, 1, 1],
+                dilation: [1, 1, 1],
+                pad_begin: [0; 3],
+                pad_end: [0; 3],
+                output: [1, hw, hw],
+            },
+        };
+        let x = values(c * hw * hw, 5);
+        let packed = pack_weights(&values(m * c, 6), &p);
+        let bias = values(m, 7);
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut out = vec![MaybeUninit::new(0.0f32); m * hw * hw];
+            let finish = Finish {
+                bias: Some(&bias),
+                residual: None,
+                relu: true,
+            };
+            pool.install(|| conv(&x, &packed, finish, &p, &mut out));
+            out.iter()
+                // SAFETY: initialised above.
+                .map(|v| unsafe { v.assume_init() }.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(on(1), on(3));
+    }
+}
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+    use crate::ops::window::Window;
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -p rtq-exec conv_channels::speed -- --ignored --nocapture"]
+    fn resnet_shapes() {
+        for (c, hw, m, k, s) in [
+            (256, 14, 1024, 1, 1),
+            (1024, 14, 256, 1, 1),
+            (512, 7, 2048, 1, 1),
+            (2048, 7, 512, 1, 1),
+            (512, 28, 1024, 1, 2),
+            (256, 28, 256, 3, 2),
+            (512, 14, 512, 3, 2),
+            (128, 16, 128, 1, 1),
+            (128, 28, 512, 1, 1),
+            (512, 28, 128, 1, 1),
+            (128, 56, 128, 3, 2),
+            (256, 56, 512, 1, 2),
+            (64, 56, 256, 1, 1),
+            (256, 56, 64, 1, 1),
+            (96, 40, 96, 1, 1),
+            (256, 20, 64, 1, 1),
+            (64, 80, 64, 1, 1),
+            (64, 8, 64, 1, 1),
+            (128, 6, 256, 1, 1),
+            (96, 7, 192, 1, 1),
+            (288, 7, 64, 1, 1),
+            (64, 14, 128, 3, 2),
+            (1024, 14, 2048, 1, 2),
+        ] {
+            let o = (hw + 2 * (k / 2) - k) / s + 1;
+            let p = ConvProblem {
+                n: 1,
+                c,
+                m,
+                group: 1,
+                win: Window {
+                    rank: 2,
+                    input: [1, hw, hw],
+                    kernel: [1, k, k],
+                    stride: [1, s, s],
+                    dilation: [1, 1, 1],
+                    pad_begin: [0, k / 2, k / 2],
+                    pad_end: [0, k / 2, k / 2],
+                    output: [1, o, o],
+                },
+            };
+            if !applies(&p) {
+                continue;
+            }
+            let x = vec![0.5f32; c * hw * hw];
+            let w = vec![0.25f32; m * c * k * k];
+            let packed = pack_weights(&w, &p);
+            let bias = vec![0.1f32; m];
+            let residual = vec![0.1f32; m * o * o];
+            let finish = Finish {
+                bias: Some(&bias),
+                residual: Some(&residual),
+                relu: true,
+            };
+            let mut out = vec![MaybeUninit::new(0.0f32); m * o * o];
+            // The fastest of 50 runs (the machine may be shared).
+            let best = |f: &mut dyn FnMut()| {
+                (0..400)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        f();
+                        t.elapsed().as_secs_f64()
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let here = best(&mut || conv(&x, &packed, finish, &p, &mut out));
+            let plain = Finish {
+                bias: Some(&bias),
+                residual: None,
+                relu: false,
+            };
+            let bare = best(&mut || conv(&x, &packed, plain, &p, &mut out));
+            println!("bare {:.3}", bare * 1e3);
+            let sgemm = best(&mut || {
+                std::hint::black_box(crate::ops::conv::conv_gemm(&x, &w, finish, &p));
+            });
+            let gflops = (2 * m * c * k * k * o * o) as f64 / here / 1e9;
+            println!(
+                "{c}->{m} {k}x{k}/{s} to {o}x{o}: {:.3} ms ({gflops:.0} GFLOP/s), SGEMM {:.3} ms",
+                here * 1e3,
+                sgemm * 1e3
+            );
+        }
+    }
+}
