@@ -102,9 +102,15 @@ fn check(
                 "{stem} seed {seed}: cosine {cosine:.8}, max diff {worst:.3e} of range {range:.3e}"
             );
             // A value that lands on a rounding boundary of a later QuantizeLinear can
-            // move one step there: allowed rarely, so bounded by the cosine.
+            // move one step there (the emulation's float convolutions round in another
+            // order than the integer kernels' exact sums): allowed rarely, so bounded by
+            // the cosine. An output with nothing in it (every value under 1e-3: a
+            // detector's map of an input where it finds nothing) has no direction to
+            // compare, as one such step turns its cosine: it is judged by the absolute
+            // difference alone.
+            let empty = range < 1e-3;
             assert!(
-                cosine > 0.99999 && worst <= 0.05 * range,
+                (cosine > 0.99999 || empty) && worst <= 0.05 * range.max(1e-3),
                 "{stem} seed {seed}: cosine {cosine}, max diff {worst} of range {range}"
             );
         }

@@ -355,23 +355,14 @@ mod tests {
             (1, 2048, 1, 2, 64, 1, 0, 1),
             (1, 2048, 1, 1, 64, 1, 0, 1),
         ] {
-            let o = (ih + 2 * pad - k) / stride + 1;
-            let ow = (iw + 2 * pad - k) / stride + 1;
+            let win = Window::plain_2d((ih, iw), (k, k), (stride, stride), (pad, pad, pad, pad));
+            let (o, ow) = (win.output[1], win.output[2]);
             let p = ConvProblem {
                 n,
                 c,
                 m,
                 group: 1,
-                win: Window {
-                    rank: 2,
-                    input: [1, ih, iw],
-                    kernel: [1, k, k],
-                    stride: [1, stride, stride],
-                    dilation: [1, 1, 1],
-                    pad_begin: [0, pad, pad],
-                    pad_end: [0, pad, pad],
-                    output: [1, o, ow],
-                },
+                win,
             };
             assert!(applies(&p), "{c}->{m} {k}x{k} on {ih}x{iw}");
             let x = values(n * c * ih * iw, 1);
@@ -451,16 +442,7 @@ mod tests {
             c,
             m,
             group: 1,
-            win: Window {
-                rank: 2,
-                input: [1, hw, hw],
-                kernel: [1, 1, 1],
-                stride: [1, 1, 1],
-                dilation: [1, 1, 1],
-                pad_begin: [0; 3],
-                pad_end: [0; 3],
-                output: [1, hw, hw],
-            },
+            win: Window::plain_2d((hw, hw), (1, 1), (1, 1), (0, 0, 0, 0)),
         };
         let x = values(c * hw * hw, 5);
         let packed = pack_weights(&values(m * c, 6), &p);
@@ -519,22 +501,15 @@ mod speed {
             (64, 14, 128, 3, 2),
             (1024, 14, 2048, 1, 2),
         ] {
-            let o = (hw + 2 * (k / 2) - k) / s + 1;
+            let pad = k / 2;
+            let win = Window::plain_2d((hw, hw), (k, k), (s, s), (pad, pad, pad, pad));
+            let o = win.output[1];
             let p = ConvProblem {
                 n: 1,
                 c,
                 m,
                 group: 1,
-                win: Window {
-                    rank: 2,
-                    input: [1, hw, hw],
-                    kernel: [1, k, k],
-                    stride: [1, s, s],
-                    dilation: [1, 1, 1],
-                    pad_begin: [0, k / 2, k / 2],
-                    pad_end: [0, k / 2, k / 2],
-                    output: [1, o, o],
-                },
+                win,
             };
             if !applies(&p) {
                 continue;

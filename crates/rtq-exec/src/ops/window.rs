@@ -257,6 +257,35 @@ pub(crate) fn valid_taps(start: isize, step: usize, kernel: usize, limit: isize)
 }
 
 #[cfg(test)]
+impl Window {
+    /// A 2-D window without dilation on an `input` of rows x columns: `kernel` and
+    /// `stride` as (rows, columns), `pads` as (top, left, bottom, right), with the
+    /// output extent they give.
+    pub(crate) fn plain_2d(
+        input: (usize, usize),
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        pads: (usize, usize, usize, usize),
+    ) -> Window {
+        let extent = |i: usize, k: usize, s: usize, pad: usize| (i + pad - k) / s + 1;
+        Window {
+            rank: 2,
+            input: [1, input.0, input.1],
+            kernel: [1, kernel.0, kernel.1],
+            stride: [1, stride.0, stride.1],
+            dilation: [1, 1, 1],
+            pad_begin: [0, pads.0, pads.1],
+            pad_end: [0, pads.2, pads.3],
+            output: [
+                1,
+                extent(input.0, kernel.0, stride.0, pads.0 + pads.2),
+                extent(input.1, kernel.1, stride.1, pads.1 + pads.3),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use rtq_ir::{Attr, Node};
