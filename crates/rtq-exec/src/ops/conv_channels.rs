@@ -11,8 +11,8 @@
 //! block of output channels over a chunk of positions, and the inner dimension in
 //! slices of [`KC`], so that a slice of the block's filters stays in cache while every
 //! tile of the chunk uses it. Tiles are kept, from their biases on, in a small
-//! channel-last buffer; the last slice's sums are written to the output planes, then
-//! finished there (residual, Relu) while they are in L1.
+//! channel-last buffer; the last slice's sums go to the output planes by 16 x 16
+//! register transposes, with the residual and Relu applied on the way.
 //!
 //! Each output element is its bias (or zero) plus the products in inner-dimension
 //! order (input channel, kernel row, kernel column), formed with fused multiply-adds:
