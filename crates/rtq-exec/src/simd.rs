@@ -59,6 +59,19 @@ pub(crate) fn lane_mask(first: isize, lo: isize, hi: isize) -> u16 {
     ones << start
 }
 
+/// Relu of 16 lanes as the Relu op computes it: zero where `v <= 0` (-0 included),
+/// NaN kept.
+///
+/// # Safety
+/// AVX-512 F must be available.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) unsafe fn relu_512(v: std::arch::x86_64::__m512) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    let zero = _mm512_setzero_ps();
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(v, zero), v, zero)
+}
+
 /// Defines `fn $name(args) -> ret` calling the `#[inline(always)]` function `$body`
 /// compiled for AVX-512, AVX2 or the baseline, whichever [`Simd::detect`] finds.
 macro_rules! multiversioned {

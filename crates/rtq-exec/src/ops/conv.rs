@@ -135,9 +135,9 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
         }
     }
     let direct = conv_direct::applies(&problem);
-    let channels = !direct && !winograd::applies(&problem) && conv_channels::applies(&problem);
-    let gemm =
-        !direct && !channels && !winograd::applies(&problem) && problem.c / problem.group > 1;
+    let wino = !direct && winograd::applies(&problem);
+    let channels = !direct && !wino && conv_channels::applies(&problem);
+    let gemm = !direct && !wino && !channels && problem.c / problem.group > 1;
     // Bias, residual and Relu applied to each block of the output as it is computed,
     // while it is in cache.
     let finish = Finish {
@@ -147,21 +147,23 @@ fn conv_then(ctx: &OpCtx<'_>, relu: bool) -> Result<Vec<Tensor>, ExecError> {
     };
     let out = if gemm {
         conv_gemm(&xs, &ws, finish, &problem)
-    } else if channels {
-        let packed = derived(ctx.memo(), || conv_channels::pack_weights(&ws, &problem));
-        let mut out = par::uninit_vec(n * m * problem.win.output_size());
-        conv_channels::conv(&xs, &packed, finish, &problem, &mut out);
-        // SAFETY: the channel-vectorised kernel writes every output element.
-        unsafe { par::assume_written(out) }
-    } else if direct {
-        let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
-        let mut out = par::uninit_vec(n * m * problem.win.output_size());
-        conv_direct::conv(&xs, &packed, finish, &problem, &mut out);
-        // SAFETY: the direct kernel writes every output element.
-        unsafe { par::assume_written(out) }
+    } else if channels || direct {
+        // Both kernels write every output element: the whole output as one piece.
+        let len = n * m * problem.win.output_size();
+        if channels {
+            let packed = derived(ctx.memo(), || conv_channels::pack_weights(&ws, &problem));
+            par::written(len, len.max(1), 0, |_, out| {
+                conv_channels::conv(&xs, &packed, finish, &problem, out)
+            })
+        } else {
+            let packed = derived(ctx.memo(), || conv_direct::pack_weights(&ws, &problem));
+            par::written(len, len.max(1), 0, |_, out| {
+                conv_direct::conv(&xs, &packed, finish, &problem, out)
+            })
+        }
     } else {
         let mut out = broadcast_bias(bias.as_deref(), n, m, problem.win.output_size());
-        if winograd::applies(&problem) {
+        if wino {
             let u = derived(ctx.memo(), || winograd::transform_weights(&ws, &problem));
             winograd::conv(&xs, &u, &problem, &mut out);
         } else if out.is_empty() {

@@ -157,6 +157,7 @@ pub(crate) fn conv(
 mod avx512 {
     use super::{ChannelWeights, ConvProblem, Finish, KC, MB, P, TILES};
     use crate::par::OutPtr;
+    use crate::simd::{lane_mask, relu_512};
     use std::arch::x86_64::*;
     use std::ops::Range;
 
@@ -214,11 +215,7 @@ mod avx512 {
         for group in 0..MB / 16 {
             for p0 in (0..len).step_by(16) {
                 let count = 16.min(len - p0);
-                let mask = if count == 16 {
-                    u16::MAX
-                } else {
-                    (1u16 << count) - 1
-                };
+                let mask = lane_mask(0, 0, count as isize);
                 let mut rows = [_mm512_setzero_ps(); 16];
                 for (i, row) in rows.iter_mut().enumerate().take(count) {
                     *row = _mm512_loadu_ps(sums[p0 + i][16 * group..].as_ptr());
@@ -232,10 +229,7 @@ mod avx512 {
                         v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, r.add(at)));
                     }
                     if finish.relu {
-                        // As the Relu op: zero where v <= 0 (-0 included), NaN kept.
-                        let zero = _mm512_setzero_ps();
-                        let off = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(v, zero);
-                        v = _mm512_mask_blend_ps(off, v, zero);
+                        v = relu_512(v);
                     }
                     _mm512_mask_storeu_ps(out.0.add(at), mask, v);
                 }

@@ -206,7 +206,7 @@ pub(crate) fn conv(
 mod avx512 {
     use super::{ConvProblem, DirectWeights, Finish, Phases, MAX_KW, MB, XB};
     use crate::par::OutPtr;
-    use crate::simd::lane_mask;
+    use crate::simd::{lane_mask, relu_512};
     use std::arch::x86_64::*;
 
     /// Output row `oy` of image `ni`, channels of block `b`: blocks of [`XB`] vectors,
@@ -379,9 +379,7 @@ mod avx512 {
             for j in 0..V {
                 let mut v = acc[r][j];
                 if relu_here {
-                    // As the Relu op: zero where v <= 0 (-0 included), NaN kept.
-                    let zero = _mm512_setzero_ps();
-                    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LE_OQ>(v, zero), v, zero);
+                    v = relu_512(v);
                 }
                 _mm512_mask_storeu_ps(out.0.add(at + 16 * j), store[j], v);
             }
