@@ -1,28 +1,34 @@
-//! Convolution as a product vectorised along output channels, for outputs of few
-//! positions (ResNet-50's last stages: 7x7 and 14x14 planes) on AVX-512.
+//! Convolution as a product vectorised along output channels, on AVX-512: for outputs
+//! of few positions (ResNet-50's 7x7 and 14x14 planes) and for every window SGEMM
+//! could only read from im2col's copies (strided, spatial kernels), on planes of any
+//! size.
 //!
 //! SGEMM over `[m x k] x [k x positions]` vectorises along the output's rows, the
 //! positions: a 7x7 plane leaves the gemm crate's 48-wide tiles one position for a
-//! tile of its own, and the filters are packed again on every call. Here the filters
-//! are packed once per node, `[block][k][MB]`, and a register tile holds [`P`]
+//! tile of its own, the filters are packed again on every call, and any window but a
+//! plain 1x1 needs im2col's columns (each input element copied once per tap). Here the
+//! filters are packed once per node, `[block][k][MB]`, and a register tile holds [`P`]
 //! positions x [`MB`] output channels (4 vectors): for every step of the inner
 //! dimension, 4 filter vectors are loaded and multiplied by `P` broadcast inputs, read
-//! in place from the input (1x1, stride 1) or from im2col's columns. A task takes one
-//! block of output channels over a chunk of positions, and the inner dimension in
-//! slices of [`KC`], so that a slice of the block's filters stays in cache while every
-//! tile of the chunk uses it. Tiles are kept, from their biases on, in a small
-//! channel-last buffer; the last slice's sums go to the output planes by 16 x 16
-//! register transposes, with the residual and Relu applied on the way.
+//! where they are ([`Taps`]: in the input itself, or in one zero-padded copy of it
+//! when the windows reach into the padding). A task takes one block of output channels
+//! over a chunk of positions, and the inner dimension in slices of [`KC`], so that a
+//! slice of the block's filters stays in cache while every tile of the chunk uses it.
+//! Tiles are kept, from their biases on, in a small channel-last buffer; the last
+//! slice's sums go to the output planes by 16 x 16 register transposes, with the
+//! residual and Relu applied on the way.
 //!
 //! Each output element is its bias (or zero) plus the products in inner-dimension
 //! order (input channel, kernel row, kernel column), formed with fused multiply-adds:
 //! the same on any number of threads.
 
 use crate::gemm::Finish;
-use crate::ops::columns::{with_columns, COL_BUDGET};
-use crate::ops::conv::{im2col, ConvProblem};
+use crate::ops::columns::with_columns;
+use crate::ops::conv::ConvProblem;
+use crate::ops::window::{Window, SPATIAL};
 use crate::par::OutPtr;
 use rayon::prelude::*;
+use std::cell::Cell;
 use std::mem::MaybeUninit;
 
 /// Output channels per block (4 vectors of 16).
@@ -34,14 +40,18 @@ const P: usize = 6;
 const TILES: usize = 9;
 /// Inner-dimension steps per slice (a slice of a block's filters: 64 KiB).
 const KC: usize = 256;
-/// Most output positions (per image) computed here. Planes of up to 64 positions
-/// leave SGEMM's 48-wide position tiles part empty (measured, one thread: 512 -> 2048
-/// 1x1 on 7x7 1.0 ms here, 1.3 ms by SGEMM); up to 14x14, the filters packed once
-/// still pay (in ResNet-50, one thread: its 256 -> 1024 1x1 layers with their
-/// residual 1.19-1.24 ms by SGEMM, 1.07-1.12 ms here; the 3x3 stride-2 layer on 256
-/// channels 2.7 ms by im2col + SGEMM, 2.5 ms here). On bigger planes SGEMM's tiles
-/// are full and it wins (128 -> 512 1x1 on 28x28: 1.1 ms by SGEMM, 1.4 ms here).
-const MAX_POSITIONS: usize = 256;
+/// Most output positions (per image) of a plain 1x1 convolution (stride 1, no
+/// padding) computed here, where SGEMM reads the input in place. Planes of up to 64
+/// positions leave SGEMM's 48-wide position tiles part empty (measured, one thread:
+/// 512 -> 2048 1x1 on 7x7 1.0 ms here, 1.3 ms by SGEMM); up to 14x14, the filters
+/// packed once still pay (in ResNet-50, one thread: its 256 -> 1024 1x1 layers with
+/// their residual 1.19-1.24 ms by SGEMM, 1.07-1.12 ms here). On bigger planes SGEMM's
+/// tiles are full and it wins (128 -> 512 1x1 on 28x28: 1.1 ms by SGEMM, 1.4 ms here).
+/// Other windows, which SGEMM reads from im2col's copies, are computed here on planes
+/// of any size (one thread, with residual and Relu: 128 -> 128 3x3 stride 2 to 28x28
+/// 2.16 ms here, 2.54 ms by im2col + SGEMM; 128 -> 256 3x3 stride 2 to 56x56 18.5 vs
+/// 19.9 ms; 512 -> 1024 1x1 stride 2 to 28x28 7.8 vs 8.1 ms).
+const MAX_POINTWISE_POSITIONS: usize = 256;
 /// Shortest inner dimension (`c * kh * kw`) computed here.
 const MIN_DEPTH: usize = 256;
 /// Fewest filter elements (`m * c * kh * kw`) computed here: below, filters and
@@ -58,10 +68,9 @@ pub(crate) fn applies(p: &ConvProblem) -> bool {
         && p.group == 1
         && p.m.is_multiple_of(MB)
         && positions > 0
-        && positions <= MAX_POSITIONS
+        && (positions <= MAX_POINTWISE_POSITIONS || !w.is_pointwise())
         && depth >= MIN_DEPTH
         && p.m * depth >= MIN_FILTERS
-        && (w.is_pointwise() || depth * positions <= COL_BUDGET)
 }
 
 /// Filters packed for [`conv`]: `[block][k][MB]`.
@@ -81,6 +90,128 @@ pub(crate) fn pack_weights(w: &[f32], p: &ConvProblem) -> ChannelWeights {
         }
     }
     ChannelWeights { packed }
+}
+
+/// Where [`conv`]'s register tiles read their inputs: the input of one image (or its
+/// zero-padded copy), an offset per output position (its window's first tap) and an
+/// offset per step of the inner dimension (input channel, kernel depth, row and column:
+/// the packed filters' order), so that step `k` of position `p` reads
+/// `source[positions[p] + steps[k]]`. Nothing is copied for windows that stay inside
+/// the input; with padding, the image is copied once into a plane wide enough for
+/// every window (instead of im2col's `kernel_size` copies of every element).
+struct Taps {
+    /// Extents of the plane read (the input's, or the padded copy's), per spatial axis.
+    plane: [usize; SPATIAL],
+    /// Whether the input is copied into a zero-padded plane first.
+    padded: bool,
+}
+
+impl Taps {
+    fn of(win: &Window) -> Taps {
+        // Each axis's reads, in padded coordinates: 0 ..= (out - 1) * stride +
+        // (kernel - 1) * dilation.
+        let reach: [usize; SPATIAL] = std::array::from_fn(|a| {
+            (win.output[a].max(1) - 1) * win.stride[a] + (win.kernel[a] - 1) * win.dilation[a] + 1
+        });
+        let padded = (0..SPATIAL).any(|a| win.pad_begin[a] > 0 || reach[a] > win.input[a]);
+        Taps {
+            plane: if padded { reach } else { win.input },
+            padded,
+        }
+    }
+
+    /// Elements of one channel's plane.
+    fn plane_size(&self) -> usize {
+        self.plane.iter().product()
+    }
+
+    /// Elements of one image's padded copy (0 when the input is read in place).
+    fn copy_len(&self, channels: usize) -> usize {
+        if self.padded {
+            channels * self.plane_size()
+        } else {
+            0
+        }
+    }
+
+    /// Element strides of the plane's axes.
+    fn strides(&self) -> [usize; SPATIAL] {
+        [self.plane[1] * self.plane[2], self.plane[2], 1]
+    }
+
+    /// Fills `positions` (one per output position) and `steps` (one per inner step).
+    fn offsets(&self, win: &Window, channels: usize, positions: &mut [usize], steps: &mut [usize]) {
+        let st = self.strides();
+        let [_, oh, ow] = win.output;
+        for (i, at) in positions.iter_mut().enumerate() {
+            let (od, oy, ox) = (i / (oh * ow), i / ow % oh, i % ow);
+            *at = od * win.stride[0] * st[0] + oy * win.stride[1] * st[1] + ox * win.stride[2];
+        }
+        let [kd, kh, kw] = win.kernel;
+        let plane = self.plane_size();
+        let mut k = 0;
+        for c in 0..channels {
+            for z in 0..kd {
+                for y in 0..kh {
+                    for x in 0..kw {
+                        steps[k] = c * plane
+                            + z * win.dilation[0] * st[0]
+                            + y * win.dilation[1] * st[1]
+                            + x * win.dilation[2];
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies image `x` (`channels` planes of the input) into `copy` (`copy_len`), zero
+    /// where the windows reach past the input.
+    fn pad(&self, x: &[f32], win: &Window, copy: &mut [f32], parallel: bool) {
+        let (plane, in_sp) = (self.plane_size(), win.input_size());
+        let [pd, ph, pw] = win.pad_begin;
+        let [id, ih, iw] = win.input;
+        let [_, rows, width] = self.plane;
+        // Columns of a padded row that come from the input.
+        let (x0, x1) = (pw.min(width), (pw + iw).min(width));
+        let fill = |(c, dst): (usize, &mut [f32])| {
+            let src = &x[c * in_sp..][..in_sp];
+            for (r, row) in dst.chunks_exact_mut(width).enumerate() {
+                let (z, y) = (r / rows, r % rows);
+                let inside = (pd..pd + id).contains(&z) && (ph..ph + ih).contains(&y);
+                if !inside {
+                    row.fill(0.0);
+                    continue;
+                }
+                row[..x0].fill(0.0);
+                row[x1..].fill(0.0);
+                let from = ((z - pd) * ih + (y - ph)) * iw;
+                row[x0..x1].copy_from_slice(&src[from..][..x1 - x0]);
+            }
+        };
+        if parallel {
+            copy.par_chunks_mut(plane).enumerate().for_each(fill);
+        } else {
+            copy.chunks_mut(plane).enumerate().for_each(fill);
+        }
+    }
+}
+
+thread_local! {
+    /// This thread's offset tables for [`Taps`], kept between calls.
+    static OFFSETS: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
+}
+
+/// Runs `f` with this thread's offset buffer cut to `len` elements (contents left by
+/// an earlier call: `f` must write what it reads), as [`with_columns`] does for floats.
+fn with_offsets<R>(len: usize, f: impl FnOnce(&mut [usize]) -> R) -> R {
+    let mut buf = OFFSETS.take();
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    let result = f(&mut buf[..len]);
+    OFFSETS.set(buf);
+    result
 }
 
 /// Computes the convolution into `out` (`n * m * positions`, every element written,
@@ -111,8 +242,7 @@ pub(crate) fn conv(
         finish.residual.is_none_or(|r| r.len() == out.len()),
         "residual laid out as the output"
     );
-    let pointwise = win.is_pointwise();
-    let col_len = if pointwise { 0 } else { depth * positions };
+    let taps = Taps::of(win);
     let blocks = p.m / MB;
     let tiles = positions.div_ceil(P);
     let chunks = tiles.div_ceil(TILES);
@@ -123,34 +253,45 @@ pub(crate) fn conv(
     };
     let ptr = OutPtr(out.as_mut_ptr().cast::<f32>());
     let work = p.m * depth * positions;
-    for ni in 0..p.n {
-        let xi = &x[ni * p.c * in_sp..][..p.c * in_sp];
-        with_columns(col_len, |col| {
-            let cols: &[f32] = if pointwise {
-                xi
-            } else {
-                im2col(xi, win, 0, positions, col, work >= 1 << 20);
-                col
-            };
-            let run = |t: usize| {
-                let (b, range) = (t / chunks, chunk(t % chunks));
-                // SAFETY: AVX-512 F is available (`applies`), the sizes were checked
-                // above, and this task alone writes block `b`'s planes of image `ni`
-                // over `range`.
-                #[cfg(target_arch = "x86_64")]
-                unsafe {
-                    avx512::task(cols, w, &finish, p, (ni, b, range), ptr)
+    with_offsets(positions + depth, |offsets| {
+        let (starts, steps) = offsets.split_at_mut(positions);
+        taps.offsets(win, p.c, starts, steps);
+        let (starts, steps) = (&*starts, &*steps);
+        for ni in 0..p.n {
+            let xi = &x[ni * p.c * in_sp..][..p.c * in_sp];
+            with_columns(taps.copy_len(p.c), |copy| {
+                let source: &[f32] = if taps.padded {
+                    taps.pad(xi, win, copy, work >= 1 << 20);
+                    copy
+                } else {
+                    xi
                 };
-                #[cfg(not(target_arch = "x86_64"))]
-                let _ = (b, range, ptr, &finish, cols);
-            };
-            if work < 1 << 20 {
-                (0..blocks * chunks).for_each(run);
-            } else {
-                (0..blocks * chunks).into_par_iter().for_each(run);
-            }
-        });
-    }
+                // Both tables grow with their index: the last pair is the furthest read.
+                assert!(
+                    starts[positions - 1] + steps[depth - 1] < source.len(),
+                    "windows reach past the input"
+                );
+                let run = |t: usize| {
+                    let (b, range) = (t / chunks, chunk(t % chunks));
+                    // SAFETY: AVX-512 F is available (`applies`), the sizes were
+                    // checked above, every offset pair stays inside `source` (asserted
+                    // just above), and this task alone writes block `b`'s planes of
+                    // image `ni` over `range`.
+                    #[cfg(target_arch = "x86_64")]
+                    unsafe {
+                        avx512::task(source, (starts, steps), w, &finish, p, (ni, b, range), ptr)
+                    };
+                    #[cfg(not(target_arch = "x86_64"))]
+                    let _ = (b, range, ptr, &finish, source, starts, steps);
+                };
+                if work < 1 << 20 {
+                    (0..blocks * chunks).for_each(run);
+                } else {
+                    (0..blocks * chunks).into_par_iter().for_each(run);
+                }
+            });
+        }
+    });
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -162,14 +303,15 @@ mod avx512 {
     use std::ops::Range;
 
     /// Block `b` of output channels of image `ni` over positions `range` (at most
-    /// `TILES * P`), from `cols` (`depth x positions`, row-major).
+    /// `TILES * P`): step `k` of position `q` reads `source[starts[q] + steps[k]]`.
     ///
     /// # Safety
     /// AVX-512 F must be available, the sizes those [`super::conv`] checks, and no
     /// other thread may write these positions of these planes.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn task(
-        cols: &[f32],
+        source: &[f32],
+        (starts, steps): (&[usize], &[usize]),
         w: &ChannelWeights,
         finish: &Finish<'_>,
         p: &ConvProblem,
@@ -193,16 +335,20 @@ mod avx512 {
             let mut n0 = range.start;
             while n0 < range.end {
                 let acc = sums.as_mut_ptr().add(n0 - range.start).cast::<f32>();
-                let xs = cols.as_ptr().add(k0 * positions + n0);
+                let taps = (
+                    source.as_ptr(),
+                    starts.as_ptr().add(n0),
+                    steps.as_ptr().add(k0),
+                );
                 let from = if k0 == 0 { bias.as_ptr() } else { acc };
                 let step = if k0 == 0 { 0 } else { MB };
                 match range.end - n0 {
-                    1 => tile::<1>(ws, xs, positions, kn, from, step, acc),
-                    2 => tile::<2>(ws, xs, positions, kn, from, step, acc),
-                    3 => tile::<3>(ws, xs, positions, kn, from, step, acc),
-                    4 => tile::<4>(ws, xs, positions, kn, from, step, acc),
-                    5 => tile::<5>(ws, xs, positions, kn, from, step, acc),
-                    _ => tile::<P>(ws, xs, positions, kn, from, step, acc),
+                    1 => tile::<1>(ws, taps, kn, from, step, acc),
+                    2 => tile::<2>(ws, taps, kn, from, step, acc),
+                    3 => tile::<3>(ws, taps, kn, from, step, acc),
+                    4 => tile::<4>(ws, taps, kn, from, step, acc),
+                    5 => tile::<5>(ws, taps, kn, from, step, acc),
+                    _ => tile::<P>(ws, taps, kn, from, step, acc),
                 }
                 n0 += P;
             }
@@ -275,7 +421,7 @@ mod avx512 {
 
     /// `Q` positions x [`MB`] channels: the sums start from `from` (channel-last rows
     /// `step` apart: 0 repeats one row, the biases), take `kn` steps of filters `w`
-    /// (`[k][MB]`) times inputs `x` (rows `ldx` apart), and are stored to `acc`
+    /// (`[k][MB]`) times inputs `x[starts[j] + steps[k]]`, and are stored to `acc`
     /// (channel-last rows of [`MB`]).
     ///
     /// # Safety
@@ -284,13 +430,13 @@ mod avx512 {
     #[inline(always)]
     unsafe fn tile<const Q: usize>(
         w: *const f32,
-        x: *const f32,
-        ldx: usize,
+        (x, starts, steps): (*const f32, *const usize, *const usize),
         kn: usize,
         from: *const f32,
         step: usize,
         acc: *mut f32,
     ) {
+        let bases: [*const f32; Q] = std::array::from_fn(|j| x.add(*starts.add(j)));
         let mut sum = [[_mm512_setzero_ps(); 4]; Q];
         for (j, s) in sum.iter_mut().enumerate() {
             for (v, s) in s.iter_mut().enumerate() {
@@ -305,9 +451,9 @@ mod avx512 {
                 _mm512_loadu_ps(wk.add(32)),
                 _mm512_loadu_ps(wk.add(48)),
             ];
-            let xk = x.add(k * ldx);
+            let at = *steps.add(k);
             for (j, s) in sum.iter_mut().enumerate() {
-                let xv = _mm512_set1_ps(*xk.add(j));
+                let xv = _mm512_set1_ps(*bases[j].add(at));
                 for (v, s) in s.iter_mut().enumerate() {
                     *s = _mm512_fmadd_ps(wv[v], xv, *s);
                 }
@@ -334,22 +480,26 @@ mod tests {
             return;
         }
         let mut ran = 0;
-        for &(n, c, ih, iw, m, k, pad, stride) in &[
+        for &(n, c, ih, iw, m, k, pads, stride) in &[
             // 1x1 on 7x7 (one chunk with a 1-position tail tile), two slices of depth.
-            (1, 300, 7, 7, 448, 1, 0, 1),
-            // 1x1 stride 2 (gathered columns), batch 2.
-            (2, 520, 14, 14, 256, 1, 0, 2),
-            // 3x3 stride 2 with padding; 3x3 stride 1 on a plane of 4 chunks.
-            (1, 40, 13, 11, 384, 3, 1, 2),
-            (1, 120, 15, 13, 128, 3, 1, 1),
+            (1, 300, 7, 7, 448, 1, (0, 0, 0, 0), 1),
+            // 1x1 stride 2 (read in place, every other row and column), batch 2.
+            (2, 520, 14, 14, 256, 1, (0, 0, 0, 0), 2),
+            // 3x3 stride 2 with padding (a padded copy); 3x3 stride 1 on a plane of 4
+            // chunks.
+            (1, 40, 13, 11, 384, 3, (1, 1, 1, 1), 2),
+            (1, 120, 15, 13, 128, 3, (1, 1, 1, 1), 1),
+            // Padding at the end only; at the start only, unequal.
+            (2, 64, 9, 10, 256, 3, (0, 0, 1, 1), 2),
+            (1, 32, 12, 12, 512, 3, (2, 1, 0, 0), 1),
             // Every tail width: 1 to 5 positions.
-            (1, 2048, 1, 5, 64, 1, 0, 1),
-            (1, 2048, 2, 2, 64, 1, 0, 1),
-            (1, 2048, 1, 3, 64, 1, 0, 1),
-            (1, 2048, 1, 2, 64, 1, 0, 1),
-            (1, 2048, 1, 1, 64, 1, 0, 1),
+            (1, 2048, 1, 5, 64, 1, (0, 0, 0, 0), 1),
+            (1, 2048, 2, 2, 64, 1, (0, 0, 0, 0), 1),
+            (1, 2048, 1, 3, 64, 1, (0, 0, 0, 0), 1),
+            (1, 2048, 1, 2, 64, 1, (0, 0, 0, 0), 1),
+            (1, 2048, 1, 1, 64, 1, (0, 0, 0, 0), 1),
         ] {
-            let win = Window::plain_2d((ih, iw), (k, k), (stride, stride), (pad, pad, pad, pad));
+            let win = Window::plain_2d((ih, iw), (k, k), (stride, stride), pads);
             let (o, ow) = (win.output[1], win.output[2]);
             let p = ConvProblem {
                 n,
@@ -371,7 +521,7 @@ mod tests {
                 &bias,
                 (n, c, ih, iw),
                 (m, k, k),
-                (pad, pad, pad, pad),
+                pads,
                 (stride, stride),
             );
             for fused in [false, true] {
@@ -395,7 +545,62 @@ mod tests {
             }
             ran += 1;
         }
-        assert_eq!(ran, 9);
+        assert_eq!(ran, 11);
+    }
+
+    #[test]
+    fn dilated_and_3d_windows_match_im2col() {
+        if !crate::simd::Simd::has_avx512() {
+            return;
+        }
+        let dilated = Window {
+            rank: 2,
+            input: [1, 11, 12],
+            kernel: [1, 3, 3],
+            stride: [1, 1, 2],
+            dilation: [1, 2, 3],
+            pad_begin: [0, 2, 1],
+            pad_end: [0, 2, 3],
+            output: [1, 11, 6],
+        };
+        let volume = Window {
+            rank: 3,
+            input: [4, 6, 5],
+            kernel: [2, 3, 3],
+            stride: [1, 1, 1],
+            dilation: [1, 1, 1],
+            pad_begin: [1, 1, 1],
+            pad_end: [0, 1, 1],
+            output: [4, 6, 5],
+        };
+        for (c, m, win) in [(48, 320, dilated), (24, 320, volume)] {
+            let p = ConvProblem {
+                n: 2,
+                c,
+                m,
+                group: 1,
+                win,
+            };
+            assert!(applies(&p), "{:?}", p.win);
+            let len = p.n * m * p.win.output_size();
+            let x = values(p.n * c * p.win.input_size(), 8);
+            let w = values(m * c * p.win.kernel_size(), 9);
+            let bias = values(m, 10);
+            let residual = values(len, 11);
+            let finish = Finish {
+                bias: Some(&bias),
+                residual: Some(&residual),
+                relu: true,
+            };
+            let want = crate::ops::conv::conv_gemm(&x, &w, finish, &p);
+            let mut out = vec![MaybeUninit::new(f32::NAN); len];
+            conv(&x, &pack_weights(&w, &p), finish, &p, &mut out);
+            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                // SAFETY: every element was initialised above.
+                let a = unsafe { a.assume_init() };
+                assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "{i}: {a} vs {b}");
+            }
+        }
     }
 
     #[test]
@@ -494,6 +699,9 @@ mod speed {
             (288, 7, 64, 1, 1),
             (64, 14, 128, 3, 2),
             (1024, 14, 2048, 1, 2),
+            (96, 64, 256, 3, 2),
+            (128, 112, 256, 3, 2),
+            (512, 56, 1024, 1, 2),
         ] {
             let pad = k / 2;
             let win = Window::plain_2d((hw, hw), (k, k), (s, s), (pad, pad, pad, pad));
