@@ -11,7 +11,7 @@ use crate::ops::columns::{with_columns, COL_BUDGET};
 use crate::ops::window::{
     axis_attr, dilated_extent, pads_attr, valid_taps, widen, Window, SPATIAL,
 };
-use crate::par::{self, PAR_MIN_ELEMS};
+use crate::par::{self, OutPtr, PAR_MIN_ELEMS};
 use crate::registry::Kernel;
 use crate::ExecError;
 use rtq_ir::Tensor;
@@ -295,18 +295,53 @@ pub(crate) fn scatter_disjoint(
     tr: usize,
     planes: &mut [MaybeUninit<f32>],
 ) {
+    let out_sp = win.output_size();
+    assert!(
+        planes.len().is_multiple_of(out_sp.max(1)),
+        "whole output planes"
+    );
+    // SAFETY: `planes` holds `planes.len() / out_sp` whole planes, borrowed mutably.
+    unsafe {
+        scatter_disjoint_to(
+            col,
+            win,
+            r0,
+            tr,
+            OutPtr(planes.as_mut_ptr()),
+            planes.len() / out_sp.max(1),
+        )
+    }
+}
+
+/// [`scatter_disjoint`] into the `count` output planes at `planes`, writing only the
+/// output rows of input rows `r0..r0 + tr`: tasks with other input rows may write the
+/// other rows of the same planes at the same time.
+///
+/// # Safety
+/// `planes` must be valid for writes of `count` whole output planes, and no other
+/// thread may access the rows written here meanwhile.
+pub(crate) unsafe fn scatter_disjoint_to(
+    col: &[f32],
+    win: &Window,
+    r0: usize,
+    tr: usize,
+    planes: OutPtr<MaybeUninit<f32>>,
+    count: usize,
+) {
     let [kd, kh, kw] = win.kernel;
     let [_, ih, iw] = win.input;
     let [_, oh, ow] = win.output;
-    let (ksz, tp) = (win.kernel_size(), tr * iw);
-    for (mo, dst) in planes.chunks_mut(win.output_size()).enumerate() {
+    let (ksz, tp, out_sp) = (win.kernel_size(), tr * iw, win.output_size());
+    for mo in 0..count {
         for r in 0..tr {
             let (iz, iy) = ((r0 + r) / ih, (r0 + r) % ih);
             for kz in 0..kd {
                 for ky in 0..kh {
                     let first = (mo * ksz + (kz * kh + ky) * kw) * tp + r * iw;
                     let oy = (iz * kd + kz) * oh + iy * kh + ky;
-                    interleave(&col[first..], tp, kw, &mut dst[oy * ow..][..ow]);
+                    let row =
+                        std::slice::from_raw_parts_mut(planes.0.add(mo * out_sp + oy * ow), ow);
+                    interleave(&col[first..], tp, kw, row);
                 }
             }
         }

@@ -20,8 +20,9 @@ use crate::igemm::{
 };
 use crate::memo::derived;
 use crate::ops::chain::QuantizingTail;
+use crate::ops::columns::with_columns;
 use crate::ops::conv::{im2col, ConvProblem};
-use crate::ops::conv_transpose::scatter_disjoint;
+use crate::ops::conv_transpose::scatter_disjoint_to;
 use crate::ops::window::Window;
 use crate::ops::{integer_depthwise, integer_direct};
 use crate::par;
@@ -44,6 +45,8 @@ pub(crate) const KERNELS: &[(&str, Kernel)] = &[
 
 /// Product values per tile of a transposed convolution's input rows.
 const TRANSPOSE_TILE: usize = 1 << 16;
+/// Fewest tiles a transposed convolution's image is cut into (its tasks).
+const TRANSPOSE_TASKS: usize = 8;
 
 /// Attribute naming the instruction set a lowered node's weights are packed for.
 pub(crate) const ISA_ATTR: &str = "rtq_isa";
@@ -401,37 +404,45 @@ fn integer_conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
         pad_end: [0; 3],
         output: [1, oh, ow],
     };
-    // Tiles of input rows: the product of a tile stays in cache until it is spread.
-    let tile_rows = (TRANSPOSE_TILE / (rows * wd).max(1)).clamp(1, h);
-    let mut tile = par::uninit_vec(rows * tile_rows * wd);
-    for ni in 0..n {
-        let img = &xs[ni * c * hw..][..c * hw];
-        let planes = &mut out[ni * m * oh * ow..][..m * oh * ow];
-        let mut r0 = 0;
-        while r0 < h {
-            let tr = tile_rows.min(h - r0);
-            let cols = tr * wd;
-            let b = Strided {
-                data: &img[r0 * wd..],
-                row: hw,
-                col: 1,
-            };
-            let ep = Epilogue {
-                scale: &row_scale,
-                bias: row_bias.as_deref(),
-                row: cols,
-                col: 1,
-            };
-            igemm_into(&weights, b, cols, &ep, &mut tile[..rows * cols]);
-            // SAFETY: the product wrote all `rows * cols` values.
-            let product = unsafe { &*(&tile[..rows * cols] as *const [_] as *const [f32]) };
-            par::chunks_mut(planes, oh * ow, m * oh * ow, |mo, plane| {
-                scatter_disjoint(&product[mo * taps * cols..], &win, r0, tr, plane)
-            });
-            r0 += tr;
-        }
+    // Tiles of input rows, in parallel: each a single-threaded product into this
+    // thread's column buffer (in cache until it is spread), then spread into its own
+    // output rows of every plane. At least [`TRANSPOSE_TASKS`] tiles per image: a
+    // single-threaded product per tile followed by a parallel scatter left the product
+    // on one thread.
+    let tile_rows = (TRANSPOSE_TILE / (rows * wd).max(1))
+        .clamp(1, h)
+        .min(h.div_ceil(TRANSPOSE_TASKS));
+    let tiles = h.div_ceil(tile_rows);
+    let ptr = par::OutPtr(out.as_mut_ptr());
+    let run = |t: usize| {
+        let (ni, r0) = (t / tiles, t % tiles * tile_rows);
+        let tr = tile_rows.min(h - r0);
+        let cols = tr * wd;
+        let b = Strided {
+            data: &xs[ni * c * hw + r0 * wd..],
+            row: hw,
+            col: 1,
+        };
+        let ep = Epilogue {
+            scale: &row_scale,
+            bias: row_bias.as_deref(),
+            row: cols,
+            col: 1,
+        };
+        with_columns(rows * cols, |tile| {
+            // SAFETY: f32 values are valid `MaybeUninit<f32>`s; only f32s are written.
+            let uninit = unsafe { &mut *(&mut *tile as *mut [f32] as *mut [MaybeUninit<f32>]) };
+            igemm_into_serial(&weights, b, cols, &ep, uninit);
+            // SAFETY: image `ni`'s `m` planes lie inside `out`, and this task alone
+            // writes the output rows of its input rows `r0..r0 + tr`.
+            unsafe { scatter_disjoint_to(tile, &win, r0, tr, ptr.offset(ni * m * oh * ow), m) };
+        });
+    };
+    if rows * c * hw * n < SERIAL_WORK {
+        (0..n * tiles).for_each(run);
+    } else {
+        (0..n * tiles).into_par_iter().for_each(run);
     }
-    arena::give(tile);
     // SAFETY: the tiles cover every input row of every image, and each writes all the
     // output rows and columns its input rows' windows cover.
     let out = unsafe { par::assume_written(out) };
