@@ -137,6 +137,39 @@ impl CalibrationResult {
     }
 }
 
+/// For each of `targets`, the slot of the target it is `Relu` of, when its statistics
+/// are derived from that one's instead of observed ([`RangeCollector::relu_image`]:
+/// exactly what observing it would give): a `Relu` output whose input is observed
+/// itself (not derived in turn), when `calibrator`'s collectors can tell.
+fn relu_sources(
+    graph: &Graph,
+    targets: &[ValueId],
+    slot_of: &HashMap<ValueId, usize>,
+    calibrator: &dyn Calibrator,
+) -> Vec<Option<usize>> {
+    let mut sources = vec![None; targets.len()];
+    if calibrator.collector().relu_image().is_none() {
+        return sources;
+    }
+    for (slot, &v) in targets.iter().enumerate() {
+        let Some((node, _)) = graph.value(v).producer else {
+            continue;
+        };
+        let node = graph.node(node);
+        if node.op_type != "Relu" || !matches!(node.domain.as_str(), "" | "ai.onnx") {
+            continue;
+        }
+        let source = node.inputs.first().copied().flatten();
+        if let Some(&from) = source.and_then(|u| slot_of.get(&u)) {
+            // Targets come in topological order: the input's entry is final.
+            if from < slot && sources[from].is_none() {
+                sources[slot] = Some(from);
+            }
+        }
+    }
+    sources
+}
+
 /// Streams the files `files` (indices into `set`) through `graph`, observing `targets`.
 ///
 /// The forward passes run on several workers at once ([`stream_samples`]), each
@@ -164,6 +197,7 @@ pub fn calibrate(
     let new_collectors = || -> Vec<Box<dyn RangeCollector>> {
         targets.iter().map(|_| calibrator.collector()).collect()
     };
+    let relu_of = relu_sources(graph, targets, &slot_of, calibrator);
     let observe = |collectors: &mut Vec<Box<dyn RangeCollector>>,
                    file: usize,
                    v: ValueId,
@@ -172,6 +206,9 @@ pub fn calibrate(
         let Some(&slot) = slot_of.get(&v) else {
             return Ok(());
         };
+        if relu_of[slot].is_some() {
+            return Ok(());
+        }
         collectors[slot].observe(&f32_values(t)).map_err(|e| {
             anyhow::anyhow!(
                 "{}: tensor `{}`: {e}",
@@ -182,7 +219,16 @@ pub fn calibrate(
     };
     let streamed = stream_samples(&plan, set, files, &specs, &new_collectors, &observe, &bar);
     bar.finish();
-    let (per_worker, samples) = streamed?;
+    let (mut per_worker, samples) = streamed?;
+    for collectors in &mut per_worker {
+        for (slot, source) in relu_of.iter().enumerate() {
+            if let Some(source) = *source {
+                collectors[slot] = collectors[source]
+                    .relu_image()
+                    .context("a Relu output's statistics from its input's")?;
+            }
+        }
+    }
     let mut per_worker = per_worker.into_iter();
     let mut collectors = per_worker.next().unwrap_or_else(new_collectors);
     for more in per_worker {
@@ -306,5 +352,48 @@ pub fn for_each_channel_run(t: &Tensor, axis: usize, mut f: impl FnMut(usize, &[
     let inner: usize = shape.get(axis + 1..).map_or(1, |s| s.iter().product());
     for (i, run) in f32_values(t).chunks(inner.max(1)).enumerate() {
         f(i % channels, run);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtq_calib::{CalibOptions, EntropyCalibrator, MaxCalibrator};
+    use rtq_ir::DType;
+
+    #[test]
+    fn relu_outputs_of_observed_inputs_are_derived_once() {
+        // x -> Relu -> a -> Relu -> b, x -> Abs -> c, and a Relu of another domain.
+        let mut g = Graph::new("g", 17);
+        let x = g.add_input("x", DType::F32, vec![4.into()]);
+        let value = |g: &mut Graph, name: &str| g.add_value(name, Some(DType::F32), None);
+        let (a, b, c, d) = (
+            value(&mut g, "a"),
+            value(&mut g, "b"),
+            value(&mut g, "c"),
+            value(&mut g, "d"),
+        );
+        g.add_node("r1", "Relu", vec![Some(x)], vec![a], Default::default());
+        g.add_node("r2", "Relu", vec![Some(a)], vec![b], Default::default());
+        g.add_node("abs", "Abs", vec![Some(x)], vec![c], Default::default());
+        let custom = g.add_node("r3", "Relu", vec![Some(x)], vec![d], Default::default());
+        g.node_mut(custom).domain = "com.example".into();
+        let targets = [x, a, b, c, d];
+        let slot_of = targets.iter().enumerate().map(|(i, &v)| (v, i)).collect();
+        let entropy = EntropyCalibrator::new(&CalibOptions::default());
+        assert_eq!(
+            relu_sources(&g, &targets, &slot_of, &entropy),
+            [None, Some(0), None, None, None]
+        );
+        assert_eq!(
+            relu_sources(&g, &targets, &slot_of, &MaxCalibrator),
+            [None, Some(0), None, None, None]
+        );
+        // An input that is not observed: the Relu output is observed itself.
+        let observed_a: HashMap<ValueId, usize> = [(a, 0), (b, 1)].into();
+        assert_eq!(
+            relu_sources(&g, &[a, b], &observed_a, &entropy),
+            [None, Some(0)]
+        );
     }
 }

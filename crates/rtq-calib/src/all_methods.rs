@@ -136,6 +136,14 @@ impl RangeCollector for AllMethodsCollector {
     fn statistics(&self) -> Option<TensorStats> {
         self.inner.statistics()
     }
+
+    fn relu_image(&self) -> Option<Box<dyn RangeCollector>> {
+        let inner = self.inner.relu_collector()?;
+        Some(Box::new(AllMethodsCollector {
+            inner,
+            percentile: self.percentile,
+        }))
+    }
 }
 
 #[cfg(test)]

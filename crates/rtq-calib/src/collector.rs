@@ -43,6 +43,12 @@ pub trait RangeCollector: Send {
         let _ = method;
         None
     }
+    /// A collector holding exactly what this one would have collected from `Relu` of
+    /// every value it observed, where it keeps enough to tell (then a `Relu`'s output
+    /// need not be observed apart from its input); `None` otherwise.
+    fn relu_image(&self) -> Option<Box<dyn RangeCollector>> {
+        None
+    }
     /// Everything observed, where the collector keeps a histogram (to save and merge,
     /// see [`crate::CalibrationStats`]); `None` otherwise.
     fn statistics(&self) -> Option<crate::TensorStats> {

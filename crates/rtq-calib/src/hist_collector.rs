@@ -4,22 +4,34 @@
 use crate::amax::finalize;
 use crate::histogram::AbsHistogram;
 use crate::observed::{BatchSummary, Observed};
+use crate::split_histogram::SplitHistogram;
 use crate::{CalibError, RangeCollector, RangeStats};
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 
 /// How a histogram-based calibrator picks its threshold.
-pub trait HistogramRule: Send + Sync + 'static {
+pub trait HistogramRule: Clone + Send + Sync + 'static {
     /// The threshold (in the data's units) for `hist`, whose data's largest
     /// |x| is `absmax` (> 0). The collector clamps it into `(0, absmax]`.
     fn threshold(&self, hist: &AbsHistogram, absmax: f32) -> f64;
 }
 
 /// Streams one tensor into a fixed-size |x| histogram plus running min/max.
+///
+/// What it observes itself is counted by sign ([`SplitHistogram`]), so that it can
+/// also tell what `Relu` of the same values would have shown
+/// ([`HistogramCollector::relu_collector`]); the |x| histogram the rule reads is the
+/// two halves merged, with whatever was merged in or restored.
 pub struct HistogramCollector<R: HistogramRule> {
-    hist: AbsHistogram,
+    /// The values observed here, by sign.
+    split: SplitHistogram,
+    /// What was merged in, restored or derived, as an |x| histogram, if anything.
+    absorbed: Option<AbsHistogram>,
+    /// The |x| histogram of everything (both of the above), built when first asked
+    /// for; cleared by every change.
+    hist: OnceCell<AbsHistogram>,
     observed: Observed,
     rule: R,
-    /// The last computed range; cleared by every `observe`.
+    /// The last computed range; cleared by every change.
     cached: Cell<Option<f32>>,
 }
 
@@ -27,7 +39,9 @@ impl<R: HistogramRule> HistogramCollector<R> {
     /// An empty collector with `num_bins` histogram bins.
     pub fn new(num_bins: usize, rule: R) -> Self {
         HistogramCollector {
-            hist: AbsHistogram::new(num_bins),
+            split: SplitHistogram::new(num_bins),
+            absorbed: None,
+            hist: OnceCell::new(),
             observed: Observed::default(),
             rule,
             cached: Cell::new(None),
@@ -37,16 +51,21 @@ impl<R: HistogramRule> HistogramCollector<R> {
     /// A collector that has already observed what `stats` describes.
     pub fn from_stats(stats: &crate::TensorStats, rule: R) -> Self {
         HistogramCollector {
-            hist: stats.histogram.clone(),
+            absorbed: Some(stats.histogram.clone()),
             observed: Observed::from_parts(stats.min, stats.max, stats.count),
-            rule,
-            cached: Cell::new(None),
+            ..HistogramCollector::new(stats.histogram.num_bins(), rule)
         }
     }
 
-    /// The histogram collected so far.
+    /// The |x| histogram collected so far.
     pub fn histogram(&self) -> &AbsHistogram {
-        &self.hist
+        self.hist.get_or_init(|| {
+            let mut all = self.split.abs();
+            if let Some(absorbed) = &self.absorbed {
+                all.merge(absorbed);
+            }
+            all
+        })
     }
 
     /// The threshold rule.
@@ -54,12 +73,33 @@ impl<R: HistogramRule> HistogramCollector<R> {
         &self.rule
     }
 
+    /// A collector holding what this one would have collected from `Relu` of every
+    /// value it observed (the same histogram, extremes, count and range, exactly), so
+    /// that a `Relu`'s output need not be observed apart from its input. `None` once
+    /// something was merged in or restored (kept only as |x|, which has lost the signs).
+    pub fn relu_collector(&self) -> Option<HistogramCollector<R>> {
+        if self.absorbed.is_some() {
+            return None;
+        }
+        Some(HistogramCollector {
+            absorbed: Some(self.split.relu()),
+            observed: self.observed.relu(),
+            ..HistogramCollector::new(self.histogram().num_bins(), self.rule.clone())
+        })
+    }
+
+    /// Forgets what was derived from the state before a change.
+    fn changed(&mut self) {
+        self.hist = OnceCell::new();
+        self.cached.set(None);
+    }
+
     /// The range another rule picks from the same histogram (what [`RangeCollector::amax`]
     /// would return with `rule` as this collector's rule).
     pub fn amax_with<Q: HistogramRule>(&self, rule: &Q) -> Result<f32, CalibError> {
         let absmax = self.observed.absmax();
         let candidate = match absmax {
-            Some(a) if a > 0.0 => rule.threshold(&self.hist, a),
+            Some(a) if a > 0.0 => rule.threshold(self.histogram(), a),
             _ => 0.0,
         };
         finalize(candidate, absmax)
@@ -71,26 +111,11 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
         if values.is_empty() {
             return Ok(());
         }
-        let batch = if self.hist.range() > 0.0 {
-            // One pass: scan and count against the current range, which usually
-            // covers the batch; only a batch beyond it is counted again.
-            let counted = self.hist.count(values);
-            let batch = BatchSummary::checked(counted.extremes, values.len())?;
-            if self.hist.covers(batch.absmax()) {
-                self.hist.add_counted(&counted);
-            } else {
-                self.hist.add(values, batch.absmax());
-            }
-            batch
-        } else {
-            let Some(batch) = BatchSummary::scan(values)? else {
-                return Ok(());
-            };
-            self.hist.add(values, batch.absmax());
-            batch
-        };
+        let batch = self.split.add(values, |extremes| {
+            BatchSummary::checked(extremes, values.len())
+        })?;
         self.observed.add(batch, values.len());
-        self.cached.set(None);
+        self.changed();
         Ok(())
     }
 
@@ -102,18 +127,25 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
                     .to_string(),
             });
         };
-        if !self.hist.merge(&theirs.histogram) {
+        let bins = self.histogram().num_bins();
+        if theirs.histogram.num_bins() != bins {
             return Err(CalibError::Stats {
                 reason: format!(
                     "histograms of {} and {} bins cannot be merged",
-                    self.hist.num_bins(),
+                    bins,
                     theirs.histogram.num_bins()
                 ),
             });
         }
+        match &mut self.absorbed {
+            Some(absorbed) => {
+                absorbed.merge(&theirs.histogram);
+            }
+            None => self.absorbed = Some(theirs.histogram),
+        }
         self.observed
             .merge(Observed::from_parts(theirs.min, theirs.max, theirs.count));
-        self.cached.set(None);
+        self.changed();
         Ok(())
     }
 
@@ -136,12 +168,18 @@ impl<R: HistogramRule> RangeCollector for HistogramCollector<R> {
             min: s.min,
             max: s.max,
             count: s.count,
-            histogram: self.hist.clone(),
+            histogram: self.histogram().clone(),
         })
     }
 
+    fn relu_image(&self) -> Option<Box<dyn RangeCollector>> {
+        self.relu_collector()
+            .map(|c| Box::new(c) as Box<dyn RangeCollector>)
+    }
+
     fn noise_ratio(&self, amax: f32) -> Option<f64> {
-        let (counts, width) = (self.hist.counts(), self.hist.bin_width());
+        let hist = self.histogram();
+        let (counts, width) = (hist.counts(), hist.bin_width());
         let total: u64 = counts.iter().sum();
         if total == 0 || width.is_nan() || width <= 0.0 {
             return None;
@@ -163,6 +201,7 @@ mod tests {
     use crate::amax::ZERO_RANGE_AMAX;
 
     /// Picks half the histogram range, to see what the collector does around it.
+    #[derive(Clone)]
     struct Half;
     impl HistogramRule for Half {
         fn threshold(&self, hist: &AbsHistogram, _absmax: f32) -> f64 {
@@ -186,6 +225,49 @@ mod tests {
             (s.min, s.max, s.absmax, s.count, s.amax),
             (-3.0, 6.0, 6.0, 3, 4.0)
         );
+    }
+
+    #[test]
+    fn relu_collector_equals_observing_the_relu_output() {
+        let batches: [&[f32]; 5] = [
+            &[-3.0, 0.5, -0.0],
+            &[-0.25, -7.5],
+            &[2.5, 0.0, -1.0, 9.0],
+            &[0.0, 0.0],
+            &[-12.0, 11.5, 0.125],
+        ];
+        let relu =
+            |b: &[f32]| -> Vec<f32> { b.iter().map(|&x| if x > 0.0 { x } else { 0.0 }).collect() };
+        let mut input = HistogramCollector::new(128, Half);
+        let mut output = HistogramCollector::new(128, Half);
+        for (i, b) in batches.iter().enumerate() {
+            input.observe(b).unwrap();
+            output.observe(&relu(b)).unwrap();
+            let derived = input.relu_collector().unwrap();
+            assert_eq!(derived.histogram(), output.histogram(), "batch {i}");
+            assert_eq!(derived.stats(), output.stats(), "batch {i}");
+            assert_eq!(derived.amax().unwrap(), output.amax().unwrap(), "batch {i}");
+            assert_eq!(
+                derived.statistics().unwrap(),
+                output.statistics().unwrap(),
+                "batch {i}"
+            );
+        }
+        // Only negatives so far: Relu saw zeros alone.
+        let mut negative = HistogramCollector::new(128, Half);
+        negative.observe(&[-1.0, -2.0]).unwrap();
+        let zeros = negative.relu_collector().unwrap();
+        assert_eq!(
+            (zeros.histogram().counts()[0], zeros.histogram().range()),
+            (2, 0.0)
+        );
+        assert_eq!(zeros.amax().unwrap(), ZERO_RANGE_AMAX);
+        // Merged statistics keep |x| only: no Relu image any more.
+        let mut merged = HistogramCollector::new(128, Half);
+        merged.merge(&input).unwrap();
+        assert!(merged.relu_collector().is_none());
+        assert!(merged.relu_image().is_none());
+        assert_eq!(merged.histogram(), input.histogram());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::chunked;
 use crate::options::MIN_BINS;
-use crate::scan::{extremes_and_bins, Extremes};
+use crate::scan::{extremes_and_bins, extremes_and_split_bins, Extremes};
 
 /// Histogram of |x| over `[0, range]` in a fixed number of equal bins.
 ///
@@ -84,14 +84,63 @@ impl AbsHistogram {
         // Bins are computed in f32 (as a GPU calibrator would), 16 values per
         // AVX-512 instruction; only values within an f32 rounding of a bin edge can
         // land one bin apart from an exact computation.
-        let per_unit = (n as f64 / self.range) as f32;
+        let (per_unit, last) = (self.per_unit(), last_bin(n));
+        let bins = |block: &[f32], out: &mut [i32]| extremes_and_bins(block, per_unit, last, out);
         chunked::fold_reduce(
             values,
             || Tally::new(n),
-            |tally, piece| tally.add(piece, per_unit),
+            |tally, piece| tally.add(piece, &bins),
             Tally::merge,
         )
         .finish()
+    }
+
+    /// Scans `values` and counts its values that are not below zero against
+    /// `positive`'s range and its negative ones (by |x|) against `negative`'s (two
+    /// histograms of the same bin count), without adding them: a side without a
+    /// range puts every value in bin 0, and values beyond a range land in its last
+    /// bin. Returns the batch's extremes and the two sides' counts; the caller checks
+    /// the extremes (finite, within both ranges) before adding them.
+    pub(crate) fn count_split(
+        positive: &AbsHistogram,
+        negative: &AbsHistogram,
+        values: &[f32],
+    ) -> (Extremes, Vec<u64>, Vec<u64>) {
+        let n = positive.counts.len();
+        assert_eq!(negative.counts.len(), n, "bin counts of the two sides");
+        let per_unit = (positive.per_unit(), negative.per_unit());
+        let last = last_bin(n);
+        let bins = |block: &[f32], out: &mut [i32]| {
+            extremes_and_split_bins(block, per_unit, last, n as i32, out)
+        };
+        let mut counted = chunked::fold_reduce(
+            values,
+            || Tally::new(2 * n),
+            |tally, piece| tally.add(piece, &bins),
+            Tally::merge,
+        )
+        .finish();
+        let below = counted.counts.split_off(n);
+        (counted.extremes, counted.counts, below)
+    }
+
+    /// Bins per unit of |x| at the current range (0 without a range).
+    fn per_unit(&self) -> f32 {
+        if self.range > 0.0 {
+            (self.counts.len() as f64 / self.range) as f32
+        } else {
+            0.0
+        }
+    }
+
+    /// Adds counts made against the current range ([`AbsHistogram::count_split`]).
+    pub(crate) fn add_counts(&mut self, counts: &[u64]) {
+        add_counts(&mut self.counts, counts);
+    }
+
+    /// Adds `count` zeros (they land in bin 0 at any range).
+    pub(crate) fn add_zeros(&mut self, count: u64) {
+        self.counts[0] += count;
     }
 
     /// Adds a batch counted by [`AbsHistogram::count`] against the current range.
@@ -157,7 +206,7 @@ impl AbsHistogram {
     }
 
     /// Grows the range (doubling, merging bin pairs) until it is above `absmax`.
-    fn cover(&mut self, absmax: f32) {
+    pub(crate) fn cover(&mut self, absmax: f32) {
         let absmax = absmax as f64;
         if self.range <= 0.0 {
             self.range = power_of_two_above(absmax);
@@ -243,13 +292,14 @@ impl Tally {
         }
     }
 
-    /// Counts `values` into bins of `floor(|x| * per_unit)`, clamped to the last.
-    fn add(mut self, values: &[f32], per_unit: f32) -> Tally {
+    /// Counts `values` into the bins `bins` gives them (each below the tally's
+    /// count; `bins` also returns the extremes of what it scanned).
+    fn add(mut self, values: &[f32], bins: &impl Fn(&[f32], &mut [i32]) -> Extremes) -> Tally {
         let n = self.counts.len();
         let extremes = if values.len() < 8 * n {
             // Short pieces: the sub-histograms would cost more to fold than they save.
             let counts = &mut self.counts;
-            scan_blocks(values, per_unit, n, |bins| {
+            scan_blocks(values, bins, |bins| {
                 for &b in bins {
                     counts[b as usize] += 1;
                 }
@@ -263,12 +313,12 @@ impl Tally {
             }
             self.pending += values.len();
             let sub = &mut self.sub;
-            scan_blocks(values, per_unit, n, |bins| {
+            scan_blocks(values, bins, |bins| {
                 let mut quads = bins.chunks_exact(Self::WAYS);
                 for quad in &mut quads {
                     for (w, &b) in quad.iter().enumerate() {
                         let at = w * n + b as usize;
-                        // SAFETY: `b` < `n` (`scan_blocks` caps every bin), so `at` <
+                        // SAFETY: `b` < `n` (the bin function caps every bin), so `at` <
                         // WAYS * n = sub.len(); skipping the check keeps the loop at one
                         // load-add-store per value.
                         unsafe { *sub.get_unchecked_mut(at) += 1 };
@@ -317,19 +367,27 @@ fn add_counts(counts: &mut [u64], more: &[u64]) {
     }
 }
 
-/// Scans `values` a block at a time, handing each block's bins (all below `n`) to
+/// The last bin index of `n` bins, as the bin functions take it: histograms are far
+/// smaller than 2^24 bins (MAX_BINS), and the cap only keeps the bin conversion exact
+/// and sound for any `AbsHistogram::new` argument.
+fn last_bin(n: usize) -> f32 {
+    (n - 1).min((1 << 24) - 1) as f32
+}
+
+/// Scans `values` a block at a time, handing each block's bins (from `bins`) to
 /// `count`; returns the extremes of all of `values`.
-fn scan_blocks(values: &[f32], per_unit: f32, n: usize, mut count: impl FnMut(&[i32])) -> Extremes {
+fn scan_blocks(
+    values: &[f32],
+    bins: &impl Fn(&[f32], &mut [i32]) -> Extremes,
+    mut count: impl FnMut(&[i32]),
+) -> Extremes {
     const BLOCK: usize = 512;
-    // Histograms are far smaller than 2^24 bins (MAX_BINS); the cap only keeps the
-    // scan's bin conversion exact and sound for any `AbsHistogram::new` argument.
-    let last = (n - 1).min((1 << 24) - 1) as f32;
     let mut extremes = Extremes::EMPTY;
-    let mut bins = [0i32; BLOCK];
+    let mut buffer = [0i32; BLOCK];
     for block in values.chunks(BLOCK) {
-        let bins = &mut bins[..block.len()];
-        extremes = extremes.merge(extremes_and_bins(block, per_unit, last, bins));
-        count(bins);
+        let out = &mut buffer[..block.len()];
+        extremes = extremes.merge(bins(block, out));
+        count(out);
     }
     extremes
 }

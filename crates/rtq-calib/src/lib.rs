@@ -29,6 +29,7 @@ mod options;
 mod percentile;
 mod registry;
 mod scan;
+mod split_histogram;
 mod stats;
 
 pub use all_methods::{AllMethodsCalibrator, MethodRule};
@@ -54,4 +55,5 @@ pub use mse::{histogram_mse, mse_threshold, MseCalibrator, MseChoice, MseRule};
 pub use options::{CalibOptions, MAX_BINS, MIN_BINS};
 pub use percentile::{histogram_percentile, PercentileCalibrator, PercentileRule};
 pub use registry::{calibrator_by_name, calibrator_names, CalibMethod, DEFAULT_CALIBRATOR};
+pub use split_histogram::SplitHistogram;
 pub use stats::{CalibrationStats, TensorStats, STATS_FORMAT, STATS_VERSION};

@@ -45,6 +45,12 @@ impl RangeCollector for MaxCollector {
     fn stats(&self) -> RangeStats {
         self.observed.stats(self.amax().unwrap_or(0.0))
     }
+
+    fn relu_image(&self) -> Option<Box<dyn RangeCollector>> {
+        Some(Box::new(MaxCollector {
+            observed: self.observed.relu(),
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -66,6 +72,18 @@ mod tests {
             (s.min, s.max, s.absmax, s.count, s.amax),
             (-2.25, 3.5, 3.5, 6, 3.5)
         );
+    }
+
+    #[test]
+    fn relu_image_is_the_max_of_the_relu_output() {
+        let mut c = MaxCalibrator.collector();
+        c.observe(&[-4.0, 1.5, -0.5]).unwrap();
+        let r = c.relu_image().unwrap().stats();
+        assert_eq!((r.min, r.max, r.count, r.amax), (0.0, 1.5, 3, 1.5));
+        let mut negative = MaxCalibrator.collector();
+        negative.observe(&[-4.0]).unwrap();
+        let z = negative.relu_image().unwrap();
+        assert_eq!(z.amax().unwrap(), ZERO_RANGE_AMAX);
     }
 
     #[test]

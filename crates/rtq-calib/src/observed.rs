@@ -91,6 +91,19 @@ impl Observed {
         }
     }
 
+    /// What these observations become through `Relu`: each extreme that is not
+    /// above zero becomes (positive) zero, as `Relu` makes every such value.
+    pub fn relu(&self) -> Observed {
+        let relu = |x: f32| if x > 0.0 { x } else { 0.0 };
+        Observed {
+            range: self.range.map(|r| BatchSummary {
+                min: relu(r.min),
+                max: relu(r.max),
+            }),
+            count: self.count,
+        }
+    }
+
     /// Largest |x| observed, `None` before the first value.
     pub fn absmax(&self) -> Option<f32> {
         self.range.map(|r| r.absmax())

@@ -78,14 +78,51 @@ pub(crate) fn extremes_and_bins(
     extremes_and_bins_lanes(values, per_unit, last, bins)
 }
 
+/// [`extremes_and_bins`] with the signs binned apart: a value `x` that is not below
+/// zero (`-0.0` included) lands in `floor(x * positive)` capped at `last`, a negative
+/// one in `offset + floor(-x * negative)` capped at `offset + last` (`offset + last`
+/// below 2^31). NaN lands in bin `last`; the caller rejects batches holding it.
+pub(crate) fn extremes_and_split_bins(
+    values: &[f32],
+    (positive, negative): (f32, f32),
+    last: f32,
+    offset: i32,
+    bins: &mut [i32],
+) -> Extremes {
+    assert!(bins.len() == values.len() && (0.0..16_777_216.0).contains(&last));
+    assert!(offset >= 0 && offset as i64 + last as i64 <= i32::MAX as i64);
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F (checked just above).
+            return unsafe {
+                x86::extremes_and_split_bins_avx512(
+                    values,
+                    (positive, negative),
+                    last,
+                    offset,
+                    bins,
+                )
+            };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2 (checked just above).
+            return unsafe {
+                x86::extremes_and_split_bins_avx2(values, (positive, negative), last, offset, bins)
+            };
+        }
+    }
+    extremes_and_split_bins_lanes(values, (positive, negative), last, offset, bins)
+}
+
 /// The lane loops compiled for wider vector units.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{extremes_and_bins_lanes, extremes_lanes, Extremes};
+    use super::{extremes_and_bins_lanes, extremes_and_split_bins_lanes, extremes_lanes, Extremes};
 
     /// Both kernels compiled with one target feature.
     macro_rules! compiled_with {
-        ($feature:literal, $extremes:ident, $extremes_and_bins:ident) => {
+        ($feature:literal, $extremes:ident, $extremes_and_bins:ident, $split:ident) => {
             #[target_feature(enable = $feature)]
             pub(super) fn $extremes(values: &[f32]) -> Extremes {
                 extremes_lanes(values)
@@ -100,11 +137,32 @@ mod x86 {
             ) -> Extremes {
                 extremes_and_bins_lanes(values, per_unit, last, bins)
             }
+
+            #[target_feature(enable = $feature)]
+            pub(super) fn $split(
+                values: &[f32],
+                per_unit: (f32, f32),
+                last: f32,
+                offset: i32,
+                bins: &mut [i32],
+            ) -> Extremes {
+                extremes_and_split_bins_lanes(values, per_unit, last, offset, bins)
+            }
         };
     }
 
-    compiled_with!("avx2", extremes_avx2, extremes_and_bins_avx2);
-    compiled_with!("avx512f", extremes_avx512, extremes_and_bins_avx512);
+    compiled_with!(
+        "avx2",
+        extremes_avx2,
+        extremes_and_bins_avx2,
+        extremes_and_split_bins_avx2
+    );
+    compiled_with!(
+        "avx512f",
+        extremes_avx512,
+        extremes_and_bins_avx512,
+        extremes_and_split_bins_avx512
+    );
 }
 
 /// Per-lane running extremes.
@@ -197,6 +255,39 @@ fn extremes_and_bins_lanes(values: &[f32], per_unit: f32, last: f32, bins: &mut 
     total
 }
 
+#[inline(always)]
+fn extremes_and_split_bins_lanes(
+    values: &[f32],
+    (positive, negative): (f32, f32),
+    last: f32,
+    offset: i32,
+    bins: &mut [i32],
+) -> Extremes {
+    let split_bin = |x: f32| {
+        let below = x < 0.0;
+        let per_unit = if below { negative } else { positive };
+        bin_of(x, per_unit, last) + if below { offset } else { 0 }
+    };
+    let mut total = Extremes::EMPTY;
+    for (piece, piece_bins) in values.chunks(PIECE).zip(bins.chunks_mut(PIECE)) {
+        let mut lanes = Lanes::new();
+        let mut groups = piece.chunks_exact(LANES);
+        let mut group_bins = piece_bins.chunks_exact_mut(LANES);
+        for (group, out) in (&mut groups).zip(&mut group_bins) {
+            for k in 0..LANES {
+                let x = group[k];
+                lanes.update(k, x);
+                out[k] = split_bin(x);
+            }
+        }
+        for (&x, out) in groups.remainder().iter().zip(group_bins.into_remainder()) {
+            *out = split_bin(x);
+        }
+        total = total.merge(lanes.finish(groups.remainder()));
+    }
+    total
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +316,30 @@ mod tests {
         let mut bins = vec![0; 3];
         let e = extremes_and_bins(&[f32::NAN, 100.0, -0.0], 1.0, 7.0, &mut bins);
         assert_eq!((bins.as_slice(), e.bad), ([7, 7, 0].as_slice(), 1));
+    }
+
+    #[test]
+    fn split_bins_put_each_sign_on_its_own_scale() {
+        let values: Vec<f32> = (0..101).map(|i| (i as f32 - 50.0) * 0.04).collect();
+        let mut bins = vec![0; values.len()];
+        let e = extremes_and_split_bins(&values, (4.0, 2.0), 7.0, 8, &mut bins);
+        assert_eq!((e.min, e.max, e.bad), (-2.0, 2.0, 0));
+        for (&x, &b) in values.iter().zip(&bins) {
+            let want = if x < 0.0 {
+                8 + ((-x * 2.0) as i32).min(7)
+            } else {
+                ((x * 4.0) as i32).min(7)
+            };
+            assert_eq!(b, want, "x = {x}");
+        }
+        let mut bins = vec![0; 4];
+        let e = extremes_and_split_bins(
+            &[f32::NAN, 100.0, -0.0, -100.0],
+            (1.0, 1.0),
+            7.0,
+            8,
+            &mut bins,
+        );
+        assert_eq!((bins.as_slice(), e.bad), ([7, 7, 0, 15].as_slice(), 1));
     }
 }
