@@ -155,23 +155,34 @@ fn conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     }
     let cg = c / group;
     let (in_sp, out_sp, rows_k) = (win.input_size(), win.output_size(), mg * win.kernel_size());
-    let mut out = vec![0.0f32; n * m * out_sp];
     let mut shape = vec![n, m];
     shape.extend(win.output_dims());
-    if out.is_empty() {
+    if n * m * out_sp == 0 {
+        return Ok(vec![tensor_from_f32(dtype, shape, Vec::new())]);
+    }
+    if disjoint_taps(&win) {
+        // Every output element is written once, its bias included.
+        let mut out = par::uninit_vec(n * m * out_sp);
+        for ni in 0..n {
+            for g in 0..group {
+                let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
+                let wg = &ws[g * cg * rows_k..][..cg * rows_k];
+                let bg = bias.as_deref().map(|b| &b[g * mg..][..mg]);
+                let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
+                group_disjoint(xg, wg, bg, &win, cg, out_g);
+            }
+        }
+        // SAFETY: `group_disjoint` wrote every element of every group's planes.
+        let out = unsafe { par::assume_written(out) };
         return Ok(vec![tensor_from_f32(dtype, shape, out)]);
     }
-    let disjoint = disjoint_taps(&win);
+    let mut out = vec![0.0f32; n * m * out_sp];
     for ni in 0..n {
         for g in 0..group {
             let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
             let wg = &ws[g * cg * rows_k..][..cg * rows_k];
             let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-            if disjoint {
-                group_disjoint(xg, wg, &win, cg, out_g);
-            } else {
-                group_col2im(xg, wg, &win, cg, out_g);
-            }
+            group_col2im(xg, wg, &win, cg, out_g);
         }
     }
     if let Some(b) = &bias {
@@ -224,47 +235,63 @@ fn group_col2im(xg: &[f32], wg: &[f32], win: &Window, cg: usize, out_g: &mut [f3
 }
 
 /// One group's transposed convolution when the taps are disjoint ([`disjoint_taps`]):
-/// blocks of output channels in parallel, each a single-threaded GEMM per tile of
-/// input rows (the block's rows of the transposed weights) followed by the tile's
-/// scatter into the block's planes. Each output element is one dot product over the
-/// group's input channels, the same on any number of threads.
-fn group_disjoint(xg: &[f32], wg: &[f32], win: &Window, cg: usize, out_g: &mut [f32]) {
-    let (in_sp, out_sp, ksz) = (win.input_size(), win.output_size(), win.kernel_size());
-    let rows_k = wg.len() / cg;
-    let mg = rows_k / ksz;
+/// tiles of input rows in parallel, each a single-threaded GEMM of all the group's
+/// transposed weights (`mg * ksz` rows) with the tile, its bias added per row while
+/// the product is in cache, then spread into the tile's own output rows of every
+/// plane (`out_g`, every element written). Each output element is one dot product
+/// over the group's input channels plus its bias, the same on any number of threads.
+fn group_disjoint(
+    xg: &[f32],
+    wg: &[f32],
+    bias: Option<&[f32]>,
+    win: &Window,
+    cg: usize,
+    out_g: &mut [MaybeUninit<f32>],
+) {
+    let (in_sp, ksz) = (win.input_size(), win.kernel_size());
+    let rows = wg.len() / cg;
+    let mg = rows / ksz;
     let (in_rows, iw) = input_rows(win);
-    let block = mg.div_ceil(CHANNEL_BLOCKS);
-    par::chunks_mut(out_g, block * out_sp, out_g.len(), |b, planes| {
-        let rows = planes.len() / out_sp * ksz;
-        let tile_rows = (DISJOINT_TILE / (rows * iw).max(1)).clamp(1, in_rows.max(1));
-        // Rows (mo, tap) of the transposed weights for this block's channels.
-        let wt = Mat {
-            data: &wg[b * block * ksz..],
-            rows,
-            cols: cg,
-            row_stride: 1,
-            col_stride: rows_k,
-        };
-        with_columns(rows * tile_rows * iw, |col| {
-            let mut r0 = 0;
-            while r0 < in_rows {
-                let tr = tile_rows.min(in_rows - r0);
-                let buf = &mut col[..rows * tr * iw];
-                let xt = row_tile(xg, cg, in_sp, r0, tr, iw);
-                sgemm_serial(1.0, wt, xt, 0.0, buf, tr * iw);
-                // SAFETY: f32 values are valid `MaybeUninit<f32>`s; only f32s are
-                // written.
-                let planes =
-                    unsafe { &mut *(&mut *planes as *mut [f32] as *mut [MaybeUninit<f32>]) };
-                scatter_disjoint(buf, win, r0, tr, planes);
-                r0 += tr;
+    let tile_rows = (DISJOINT_TILE / (rows * iw).max(1))
+        .clamp(1, in_rows.max(1))
+        .min(in_rows.div_ceil(DISJOINT_TASKS).max(1));
+    let tiles = in_rows.div_ceil(tile_rows);
+    // Row (mo, tap) of the transposed weights.
+    let wt = Mat {
+        data: wg,
+        rows,
+        cols: cg,
+        row_stride: 1,
+        col_stride: rows,
+    };
+    assert_eq!(out_g.len(), mg * win.output_size(), "output planes");
+    let ptr = OutPtr(out_g.as_mut_ptr());
+    let run = |t: usize| {
+        let r0 = t * tile_rows;
+        let tr = tile_rows.min(in_rows - r0);
+        let cols = tr * iw;
+        with_columns(rows * cols, |buf| {
+            sgemm_serial(1.0, wt, row_tile(xg, cg, in_sp, r0, tr, iw), 0.0, buf, cols);
+            if let Some(bias) = bias {
+                for (r, row) in buf.chunks_exact_mut(cols).enumerate() {
+                    let b = bias[r / ksz];
+                    row.iter_mut().for_each(|v| *v += b);
+                }
             }
+            // SAFETY: `out_g` holds the group's `mg` whole planes, and this task alone
+            // writes the output rows of its input rows `r0..r0 + tr`.
+            unsafe { scatter_disjoint_to(buf, win, r0, tr, ptr, mg) };
         });
-    });
+    };
+    if rows * cg * in_sp < PAR_MIN_ELEMS {
+        (0..tiles).for_each(run);
+    } else {
+        (0..tiles).into_par_iter().for_each(run);
+    }
 }
 
-/// Most blocks of output channels [`group_disjoint`] runs in parallel.
-const CHANNEL_BLOCKS: usize = 8;
+/// Fewest tiles of input rows [`group_disjoint`] cuts a group into (its tasks).
+const DISJOINT_TASKS: usize = 8;
 
 /// Column elements per tile when the taps are disjoint: small enough for the tile to
 /// stay in cache between the GEMM that writes it and the scatter that reads it.
@@ -283,39 +310,13 @@ fn disjoint_taps(win: &Window) -> bool {
     })
 }
 
-/// Writes the column tile (as [`col2im`] takes it) into `planes` (the output planes
-/// of the tile's channels) when the taps are disjoint ([`disjoint_taps`]): output row
-/// (iz kd + kz, iy kh + ky) of channel mo interleaves the `kw` column rows of taps
-/// (mo, kz, ky, 0..kw) over input row (iz, iy). Nothing is read from `planes`: the
-/// tiles of all input rows write every element once.
-pub(crate) fn scatter_disjoint(
-    col: &[f32],
-    win: &Window,
-    r0: usize,
-    tr: usize,
-    planes: &mut [MaybeUninit<f32>],
-) {
-    let out_sp = win.output_size();
-    assert!(
-        planes.len().is_multiple_of(out_sp.max(1)),
-        "whole output planes"
-    );
-    // SAFETY: `planes` holds `planes.len() / out_sp` whole planes, borrowed mutably.
-    unsafe {
-        scatter_disjoint_to(
-            col,
-            win,
-            r0,
-            tr,
-            OutPtr(planes.as_mut_ptr()),
-            planes.len() / out_sp.max(1),
-        )
-    }
-}
-
-/// [`scatter_disjoint`] into the `count` output planes at `planes`, writing only the
-/// output rows of input rows `r0..r0 + tr`: tasks with other input rows may write the
-/// other rows of the same planes at the same time.
+/// Writes the column tile (as [`col2im`] takes it) into the `count` output planes at
+/// `planes` (those of the tile's channels) when the taps are disjoint
+/// ([`disjoint_taps`]): output row (iz kd + kz, iy kh + ky) of channel mo interleaves
+/// the `kw` column rows of taps (mo, kz, ky, 0..kw) over input row (iz, iy). Nothing
+/// is read from `planes`, and only the output rows of input rows `r0..r0 + tr` are
+/// written: the tiles of all input rows write every element once, and tasks with
+/// other input rows may write the other rows of the same planes at the same time.
 ///
 /// # Safety
 /// `planes` must be valid for writes of `count` whole output planes, and no other
@@ -542,6 +543,94 @@ mod tests {
         );
     }
 
+    /// Direct definition of a 2-D transposed convolution without padding.
+    fn reference_2d(x: &Tensor, w: &Tensor, b: &Tensor, group: usize, stride: usize) -> Vec<f32> {
+        let (xs, ws, bs) = (
+            x.as_f32().unwrap(),
+            w.as_f32().unwrap(),
+            b.as_f32().unwrap(),
+        );
+        let [n, c, h, wd] = x.shape()[..] else {
+            panic!()
+        };
+        let [_, mg, kh, kw] = w.shape()[..] else {
+            panic!()
+        };
+        let (cg, m) = (c / group, mg * group);
+        let (oh, ow) = ((h - 1) * stride + kh, (wd - 1) * stride + kw);
+        let mut out = vec![0.0f32; n * m * oh * ow];
+        for ni in 0..n {
+            for mo in 0..m {
+                let (g, mi) = (mo / mg, mo % mg);
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut acc = bs[mo];
+                        for ci in 0..cg {
+                            let ch = g * cg + ci;
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let (ty, tx) =
+                                        (oy as isize - ky as isize, ox as isize - kx as isize);
+                                    if ty < 0
+                                        || tx < 0
+                                        || !(ty as usize).is_multiple_of(stride)
+                                        || !(tx as usize).is_multiple_of(stride)
+                                    {
+                                        continue;
+                                    }
+                                    let (iy, ix) = (ty as usize / stride, tx as usize / stride);
+                                    if iy >= h || ix >= wd {
+                                        continue;
+                                    }
+                                    acc += xs[((ni * c + ch) * h + iy) * wd + ix]
+                                        * ws[((ch * mg + mi) * kh + ky) * kw + kx];
+                                }
+                            }
+                        }
+                        out[((ni * m + mo) * oh + oy) * ow + ox] = acc;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn disjoint_tiles_match_the_definition() {
+        // Kernel == stride (every output element one dot product, tiles of input rows
+        // written in parallel) and kernel > stride (overlapping taps, col2im), with
+        // groups, bias and sizes that leave partial tiles.
+        let mut rng = rtq_test_support::Rng::new(7);
+        for (n, c, m, h, wd, k, stride, group) in [
+            (2, 48, 24, 23, 17, 2, 2, 1),
+            (1, 32, 16, 41, 9, 3, 3, 2),
+            (1, 16, 8, 13, 11, 3, 2, 1),
+        ] {
+            let x = rng.tensor(&[n, c, h, wd]);
+            let w = rng.tensor(&[c, m / group, k, k]);
+            let b = rng.tensor(&[m]);
+            let s = stride as i64;
+            let y = run(
+                &[
+                    ("group", Attr::Int(group as i64)),
+                    ("strides", Attr::Ints(vec![s, s])),
+                ],
+                &x,
+                &w,
+                Some(&b),
+            );
+            let want = reference_2d(&x, &w, &b, group, stride);
+            let got = y.as_f32().unwrap();
+            assert_eq!(got.len(), want.len());
+            for (i, (g, r)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (g - r).abs() <= 1e-4 * (1.0 + r.abs()),
+                    "element {i}: {g} vs {r}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn dilation_spreads_taps() {
         let x = Tensor::from_f32(vec![1, 1, 1], vec![2.0]);
@@ -555,6 +644,7 @@ mod tests {
 mod speed {
     use crate::eval_node;
     use crate::gemm::{sgemm, Mat};
+    use crate::par::OutPtr;
     use crate::probe::best_ms;
     use rtq_ir::{Attr, Tensor};
 
@@ -596,7 +686,11 @@ mod speed {
                 output: [1, 2 * hw, 2 * hw],
             };
             let mut out = crate::par::uninit_vec(m * 4 * hw * hw);
-            let scatter = best_ms(20, || super::scatter_disjoint(&col, &win, 0, hw, &mut out));
+            let planes = OutPtr(out.as_mut_ptr());
+            // SAFETY: `out` holds the `m` whole planes, written by nothing else.
+            let scatter = best_ms(20, || unsafe {
+                super::scatter_disjoint_to(&col, &win, 0, hw, planes, m)
+            });
             let zeroed = best_ms(20, || {
                 std::hint::black_box(vec![0.0f32; m * 4 * hw * hw]);
             });
