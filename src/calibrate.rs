@@ -272,46 +272,54 @@ fn choose_ranges(
     Ok(result)
 }
 
-/// Each target's largest magnitude per channel (along its axis) over the samples of
+/// Each target's per-channel largest magnitude over the samples of
 /// `files`: what equalization scales channels by. Targets are `(tensor, channel axis,
-/// channels)`. One forward pass per sample; memory is one sample's activations.
+/// channels)`. One forward pass per sample, on several workers at once
+/// ([`stream_samples`]) whose maxima are then combined (the same whatever the number of
+/// workers); memory is one sample's activations per worker.
 pub fn channel_ranges(
     graph: &Graph,
     set: &CalibrationSet,
     files: &[usize],
     targets: &[(ValueId, usize, usize)],
+    progress: &Progress,
 ) -> Result<HashMap<ValueId, Vec<f32>>> {
     let plan = rtq_exec::Plan::new(graph).context("preparing the FP32 graph for equalization")?;
     let specs = InputSpec::from_graph(graph)?;
     let wanted: HashMap<ValueId, (usize, usize)> =
         targets.iter().map(|&(v, a, c)| (v, (a, c))).collect();
-    let mut ranges: HashMap<ValueId, Vec<f32>> =
-        targets.iter().map(|&(v, _, c)| (v, vec![0.0; c])).collect();
-    for &file in files {
-        let path = set.files()[file].display();
-        for sample in set.load(file, &specs)? {
-            let mut bad: Option<ValueId> = None;
-            rayon::scope(|_| {
-                plan.run_observed(&sample, &mut |v, t| {
-                    let Some(&(axis, channels)) = wanted.get(&v) else {
-                        return;
-                    };
-                    let ok =
-                        observe_channels(t, axis, channels, ranges.get_mut(&v).expect("target"));
-                    if !ok && bad.is_none() {
-                        bad = Some(v);
-                    }
-                })
-            })
-            .with_context(|| format!("running equalization sample from {path}"))?;
-            if let Some(v) = bad {
-                anyhow::bail!(
-                    "{path}: tensor `{}` has values that are not finite, or not {} channels on \
-                     axis {}",
-                    graph.value(v).name,
-                    wanted[&v].1,
-                    wanted[&v].0
-                );
+    let new_ranges = || -> HashMap<ValueId, Vec<f32>> {
+        targets.iter().map(|&(v, _, c)| (v, vec![0.0; c])).collect()
+    };
+    let observe = |ranges: &mut HashMap<ValueId, Vec<f32>>,
+                   file: usize,
+                   v: ValueId,
+                   t: &Arc<Tensor>|
+     -> Result<()> {
+        let Some(&(axis, channels)) = wanted.get(&v) else {
+            return Ok(());
+        };
+        if !observe_channels(t, axis, channels, ranges.get_mut(&v).expect("target")) {
+            anyhow::bail!(
+                "{}: tensor `{}` has values that are not finite, or not {channels} channels \
+                 on axis {axis}",
+                set.files()[file].display(),
+                graph.value(v).name,
+            );
+        }
+        Ok(())
+    };
+    let bar = progress.task("observing channel ranges", files.len() as u64);
+    let streamed = stream_samples(&plan, set, files, &specs, &new_ranges, &observe, &bar);
+    bar.finish();
+    let (per_worker, _) = streamed?;
+    let mut per_worker = per_worker.into_iter();
+    let mut ranges = per_worker.next().unwrap_or_else(new_ranges);
+    for more in per_worker {
+        for (v, theirs) in more {
+            let mine = ranges.get_mut(&v).expect("every worker holds every target");
+            for (m, t) in mine.iter_mut().zip(theirs) {
+                *m = m.max(t);
             }
         }
     }
@@ -327,10 +335,16 @@ fn observe_channels(t: &Tensor, axis: usize, channels: usize, ranges: &mut [f32]
     }
     let mut finite = true;
     for_each_channel_run(t, axis, |c, run| {
-        let r = &mut ranges[c];
-        for &x in run {
-            finite &= x.is_finite();
-            *r = r.max(x.abs());
+        // Short runs (channels on an inner axis) are not worth a vector scan.
+        let largest = if run.len() < 64 {
+            run.iter()
+                .try_fold(0.0f32, |m, &x| x.is_finite().then(|| m.max(x.abs())))
+        } else {
+            rtq_calib::largest_magnitude(run)
+        };
+        match largest {
+            Some(m) => ranges[c] = ranges[c].max(m),
+            None => finite = false,
         }
     });
     finite
@@ -358,6 +372,34 @@ pub fn for_each_channel_run(t: &Tensor, axis: usize, mut f: impl FnMut(usize, &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn channel_maxima_on_outer_and_inner_axes_and_non_finite_values() {
+        // Channels on axis 1 of NCHW: runs of 100 values (the vector scan).
+        let mut values: Vec<f32> = (0..300).map(|i| (i % 100) as f32 * 0.25).collect();
+        values[150] = -70.0;
+        let t = Tensor::from_f32(vec![1, 3, 10, 10], values);
+        let mut ranges = vec![0.5, 0.0, 0.0];
+        assert!(observe_channels(&t, 1, 3, &mut ranges));
+        assert_eq!(ranges, [24.75, 70.0, 24.75]);
+        // Channels on the last axis: runs of one value.
+        let t = Tensor::from_f32(
+            vec![2, 2, 3],
+            vec![1., -2., 3., -4., 5., 0., 0., 0., 9., 1., 1., 1.],
+        );
+        let mut ranges = vec![0.0; 3];
+        assert!(observe_channels(&t, 2, 3, &mut ranges));
+        assert_eq!(ranges, [4.0, 5.0, 9.0]);
+        assert!(!observe_channels(&t, 2, 4, &mut [0.0; 4]), "channel count");
+        for bad in [f32::NAN, f32::INFINITY] {
+            let mut values = vec![1.0f32; 200];
+            values[130] = bad;
+            let t = Tensor::from_f32(vec![1, 2, 100], values.clone());
+            assert!(!observe_channels(&t, 1, 2, &mut [0.0; 2]));
+            let t = Tensor::from_f32(vec![100, 2], values);
+            assert!(!observe_channels(&t, 1, 2, &mut [0.0; 2]));
+        }
+    }
     use rtq_calib::{CalibOptions, EntropyCalibrator, MaxCalibrator};
     use rtq_ir::DType;
 

@@ -38,7 +38,7 @@ impl Build<'_> {
             .iter()
             .map(|s| (s.tensor, s.axis, s.channels))
             .collect();
-        let ranges = channel_ranges(&graph, &set, &calib_files, &targets)
+        let ranges = channel_ranges(&graph, &set, &calib_files, &targets, &self.opts.progress)
             .context("observing channel ranges for equalization")?;
         let mut pass = EqualizePass::new(&sites, &ranges, EqualizeOptions::default());
         let passes: Vec<Box<dyn Pass + '_>> = vec![Box::new(&mut pass)];

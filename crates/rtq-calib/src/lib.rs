@@ -55,5 +55,6 @@ pub use mse::{histogram_mse, mse_threshold, MseCalibrator, MseChoice, MseRule};
 pub use options::{CalibOptions, MAX_BINS, MIN_BINS};
 pub use percentile::{histogram_percentile, PercentileCalibrator, PercentileRule};
 pub use registry::{calibrator_by_name, calibrator_names, CalibMethod, DEFAULT_CALIBRATOR};
+pub use scan::largest_magnitude;
 pub use split_histogram::SplitHistogram;
 pub use stats::{CalibrationStats, TensorStats, STATS_FORMAT, STATS_VERSION};

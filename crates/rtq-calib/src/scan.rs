@@ -53,6 +53,17 @@ impl Extremes {
     }
 }
 
+/// The largest magnitude in `values` (0 for none), or `None` when one of them is NaN
+/// or infinite; vectorised like the calibration scans.
+pub fn largest_magnitude(values: &[f32]) -> Option<f32> {
+    let e = Extremes::of(values);
+    match (e.bad, values.is_empty()) {
+        (0, true) => Some(0.0),
+        (0, false) => Some(e.min.abs().max(e.max.abs())),
+        _ => None,
+    }
+}
+
 /// Scans `values` and writes the histogram bin of every value to `bins` (same
 /// length): `floor(|x| * per_unit)` (in f32) capped at `last`, which must be below
 /// 2^24 so that every bin index is exact in f32. NaN lands in bin `last`; the
@@ -298,6 +309,10 @@ mod tests {
         let e = Extremes::of(&values);
         assert_eq!((e.min, e.max, e.bad), (-10.0, 8.0, 0));
         assert_eq!(Extremes::of(&[]), Extremes::EMPTY);
+        assert_eq!(largest_magnitude(&[1.0, -3.5, 2.0]), Some(3.5));
+        assert_eq!(largest_magnitude(&[]), Some(0.0));
+        assert_eq!(largest_magnitude(&[1.0, f32::INFINITY]), None);
+        assert_eq!(largest_magnitude(&[f32::NAN, 1.0]), None);
         let e = Extremes::of(&[1.0, f32::NAN, 2.0, f32::NEG_INFINITY, 0.5]);
         assert_eq!((e.min, e.max, e.bad), (f32::NEG_INFINITY, 2.0, 2));
         let e = extremes_lanes(&[f32::NAN; 11]);
