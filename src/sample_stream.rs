@@ -64,12 +64,15 @@ impl FirstFailure {
 /// computed value to `observe` with the state of the worker that computed it. Returns
 /// the workers' states (in worker order) and the number of samples.
 ///
-/// The forward passes run on up to [`MAX_WORKERS`] workers (as many as rayon's pool
-/// has threads, and files), each on a rayon pool of its own holding its share of the
-/// threads; worker `w` runs the files at positions `w`, `w + workers`, ... If files
-/// fail (loading, running, observing, or a cancelled `bar`), every file before the
-/// first failing one is still run and that file's error is returned: the same error
-/// whatever the number of workers.
+/// The first file runs alone with every thread, so that the work a plan derives from
+/// its constants on a first run (packed and transformed weights) is done once, with
+/// all the cores, before the workers share it. The other files run on up to
+/// [`MAX_WORKERS`] workers (as many as rayon's pool has threads, and files), each on a
+/// rayon pool of its own holding its share of the threads and taking the next file
+/// not yet taken when it is free (a worker slowed down by a busy core takes fewer).
+/// If files fail (loading, running, observing, or a cancelled `bar`), every file
+/// before the first failing one is still run and that file's error is returned: the
+/// same error whatever the number of workers.
 pub(crate) fn stream_samples<S: Send>(
     plan: &rtq_exec::Plan,
     set: &CalibrationSet,
@@ -85,6 +88,25 @@ pub(crate) fn stream_samples<S: Send>(
         position: AtomicUsize::new(usize::MAX),
         error: Mutex::new(None),
     };
+    let next = AtomicUsize::new(0);
+    let worker = || Worker {
+        plan,
+        set,
+        files,
+        specs,
+        observe,
+        bar,
+        failure: &failure,
+        next: &next,
+    };
+    // The first file, on the caller's pool; its state becomes worker 0's.
+    let mut first = new_state();
+    let mut first_samples = 0;
+    if workers > 1 {
+        next.store(1, Ordering::Relaxed);
+        first_samples = worker().run_file(&mut first, 0)?;
+    }
+    let mut first = Some((first, first_samples));
     let outcomes: Vec<Result<(S, usize)>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|index| {
@@ -93,22 +115,17 @@ pub(crate) fn stream_samples<S: Send>(
                     .thread_name(move |i| format!("rtq-calib-{index}.{i}"))
                     .build()
                     .context("starting the calibration threads");
-                let worker = Worker {
-                    index,
-                    workers,
-                    plan,
-                    set,
-                    files,
-                    specs,
-                    observe,
-                    bar,
-                    failure: &failure,
+                let worker = worker();
+                let (state, samples) = match index {
+                    0 => first.take().expect("worker 0 starts once"),
+                    _ => (new_state(), 0),
                 };
                 scope.spawn(move || -> Result<(S, usize)> {
                     // On one of its pool's threads, the kernels' parallel loops start
                     // as local work instead of being injected into the pool and
                     // waited for.
-                    Ok(pool?.install(|| worker.run(new_state())))
+                    let (state, more) = pool?.install(|| worker.run(state));
+                    Ok((state, samples + more))
                 })
             })
             .collect();
@@ -136,8 +153,6 @@ pub(crate) fn stream_samples<S: Send>(
 
 /// One forward worker of [`stream_samples`].
 struct Worker<'a, S> {
-    index: usize,
-    workers: usize,
     plan: &'a rtq_exec::Plan,
     set: &'a CalibrationSet,
     files: &'a [usize],
@@ -145,14 +160,18 @@ struct Worker<'a, S> {
     observe: Observe<'a, S>,
     bar: &'a ProgressTask,
     failure: &'a FirstFailure,
+    /// Position of the next file no worker has taken.
+    next: &'a AtomicUsize,
 }
 
 impl<S> Worker<'_, S> {
-    /// Runs the worker's files into `state`; returns it and the samples run.
+    /// Runs files into `state`, taking the next untaken one until none is left or a
+    /// file before it failed; returns the state and the samples run.
     fn run(&self, mut state: S) -> (S, usize) {
         let mut samples = 0;
-        for position in (self.index..self.files.len()).step_by(self.workers) {
-            if self.failure.before(position) {
+        loop {
+            let position = self.next.fetch_add(1, Ordering::Relaxed);
+            if position >= self.files.len() || self.failure.before(position) {
                 break;
             }
             match self.run_file(&mut state, position) {

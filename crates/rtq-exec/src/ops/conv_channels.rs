@@ -82,13 +82,14 @@ pub(crate) struct ChannelWeights {
 pub(crate) fn pack_weights(w: &[f32], p: &ConvProblem) -> ChannelWeights {
     let depth = p.c * p.win.kernel_size();
     assert_eq!(w.len(), p.m * depth, "filter size");
-    let mut packed = vec![0.0f32; p.m * depth];
-    for (mo, filter) in w.chunks_exact(depth).enumerate() {
-        let (b, r) = (mo / MB, mo % MB);
-        for (i, &v) in filter.iter().enumerate() {
-            packed[(b * depth + i) * MB + r] = v;
+    // Blocks of MB filters in parallel, each block's filters interleaved.
+    let packed = crate::par::written(p.m * depth, MB * depth, w.len(), |b, block| {
+        for (r, filter) in w[b * MB * depth..].chunks_exact(depth).take(MB).enumerate() {
+            for (i, &v) in filter.iter().enumerate() {
+                block[i * MB + r].write(v);
+            }
         }
-    }
+    });
     ChannelWeights { packed }
 }
 
