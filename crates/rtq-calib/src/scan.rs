@@ -246,24 +246,7 @@ fn bin_of(x: f32, per_unit: f32, last: f32) -> i32 {
 
 #[inline(always)]
 fn extremes_and_bins_lanes(values: &[f32], per_unit: f32, last: f32, bins: &mut [i32]) -> Extremes {
-    let mut total = Extremes::EMPTY;
-    for (piece, piece_bins) in values.chunks(PIECE).zip(bins.chunks_mut(PIECE)) {
-        let mut lanes = Lanes::new();
-        let mut groups = piece.chunks_exact(LANES);
-        let mut group_bins = piece_bins.chunks_exact_mut(LANES);
-        for (group, out) in (&mut groups).zip(&mut group_bins) {
-            for k in 0..LANES {
-                let x = group[k];
-                lanes.update(k, x);
-                out[k] = bin_of(x, per_unit, last);
-            }
-        }
-        for (&x, out) in groups.remainder().iter().zip(group_bins.into_remainder()) {
-            *out = bin_of(x, per_unit, last);
-        }
-        total = total.merge(lanes.finish(groups.remainder()));
-    }
-    total
+    extremes_and_bins_by(values, bins, |x| bin_of(x, per_unit, last))
 }
 
 #[inline(always)]
@@ -274,11 +257,17 @@ fn extremes_and_split_bins_lanes(
     offset: i32,
     bins: &mut [i32],
 ) -> Extremes {
-    let split_bin = |x: f32| {
+    extremes_and_bins_by(values, bins, |x| {
         let below = x < 0.0;
         let per_unit = if below { negative } else { positive };
         bin_of(x, per_unit, last) + if below { offset } else { 0 }
-    };
+    })
+}
+
+/// The lane loop of both binning scans: extremes of `values`, and `bin(x)` of every
+/// value written to `bins`.
+#[inline(always)]
+fn extremes_and_bins_by(values: &[f32], bins: &mut [i32], bin: impl Fn(f32) -> i32) -> Extremes {
     let mut total = Extremes::EMPTY;
     for (piece, piece_bins) in values.chunks(PIECE).zip(bins.chunks_mut(PIECE)) {
         let mut lanes = Lanes::new();
@@ -288,11 +277,11 @@ fn extremes_and_split_bins_lanes(
             for k in 0..LANES {
                 let x = group[k];
                 lanes.update(k, x);
-                out[k] = split_bin(x);
+                out[k] = bin(x);
             }
         }
         for (&x, out) in groups.remainder().iter().zip(group_bins.into_remainder()) {
-            *out = split_bin(x);
+            *out = bin(x);
         }
         total = total.merge(lanes.finish(groups.remainder()));
     }
