@@ -334,18 +334,9 @@ fn observe_channels(t: &Tensor, axis: usize, channels: usize, ranges: &mut [f32]
         return false;
     }
     let mut finite = true;
-    for_each_channel_run(t, axis, |c, run| {
-        // Short runs (channels on an inner axis) are not worth a vector scan.
-        let largest = if run.len() < 64 {
-            run.iter()
-                .try_fold(0.0f32, |m, &x| x.is_finite().then(|| m.max(x.abs())))
-        } else {
-            rtq_calib::largest_magnitude(run)
-        };
-        match largest {
-            Some(m) => ranges[c] = ranges[c].max(m),
-            None => finite = false,
-        }
+    for_each_channel_run(t, axis, |c, run| match rtq_calib::largest_magnitude(run) {
+        Some(m) => ranges[c] = ranges[c].max(m),
+        None => finite = false,
     });
     finite
 }
@@ -372,6 +363,8 @@ pub fn for_each_channel_run(t: &Tensor, axis: usize, mut f: impl FnMut(usize, &[
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtq_calib::{CalibOptions, EntropyCalibrator, MaxCalibrator};
+    use rtq_ir::DType;
 
     #[test]
     fn channel_maxima_on_outer_and_inner_axes_and_non_finite_values() {
@@ -400,8 +393,6 @@ mod tests {
             assert!(!observe_channels(&t, 1, 2, &mut [0.0; 2]));
         }
     }
-    use rtq_calib::{CalibOptions, EntropyCalibrator, MaxCalibrator};
-    use rtq_ir::DType;
 
     #[test]
     fn relu_outputs_of_observed_inputs_are_derived_once() {

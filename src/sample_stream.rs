@@ -65,8 +65,9 @@ impl FirstFailure {
 /// the workers' states (in worker order) and the number of samples.
 ///
 /// The first file runs alone with every thread, so that the work a plan derives from
-/// its constants on a first run (packed and transformed weights) is done once, with
-/// all the cores, before the workers share it. The other files run on up to
+/// its constants on a first run (packed and transformed weights) is done once, by
+/// whichever thread reaches each node, instead of by one worker while the others wait
+/// for it at the same node. The other files run on up to
 /// [`MAX_WORKERS`] workers (as many as rayon's pool has threads, and files), each on a
 /// rayon pool of its own holding its share of the threads and taking the next file
 /// not yet taken when it is free (a worker slowed down by a busy core takes fewer).

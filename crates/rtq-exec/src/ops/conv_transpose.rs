@@ -160,30 +160,29 @@ fn conv_transpose(ctx: &OpCtx<'_>) -> Result<Vec<Tensor>, ExecError> {
     if n * m * out_sp == 0 {
         return Ok(vec![tensor_from_f32(dtype, shape, Vec::new())]);
     }
+    // Image and group of the output planes' chunk `t`: its group index, its inputs and
+    // its weights.
+    let operands = |t: usize| {
+        let (ni, g) = (t / group, t % group);
+        let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
+        (g, xg, &ws[g * cg * rows_k..][..cg * rows_k])
+    };
     if disjoint_taps(&win) {
         // Every output element is written once, its bias included.
         let mut out = par::uninit_vec(n * m * out_sp);
-        for ni in 0..n {
-            for g in 0..group {
-                let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
-                let wg = &ws[g * cg * rows_k..][..cg * rows_k];
-                let bg = bias.as_deref().map(|b| &b[g * mg..][..mg]);
-                let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-                group_disjoint(xg, wg, bg, &win, cg, out_g);
-            }
+        for (t, out_g) in out.chunks_mut(mg * out_sp).enumerate() {
+            let (g, xg, wg) = operands(t);
+            let bg = bias.as_deref().map(|b| &b[g * mg..][..mg]);
+            group_disjoint(xg, wg, bg, &win, cg, out_g);
         }
         // SAFETY: `group_disjoint` wrote every element of every group's planes.
         let out = unsafe { par::assume_written(out) };
         return Ok(vec![tensor_from_f32(dtype, shape, out)]);
     }
     let mut out = vec![0.0f32; n * m * out_sp];
-    for ni in 0..n {
-        for g in 0..group {
-            let xg = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
-            let wg = &ws[g * cg * rows_k..][..cg * rows_k];
-            let out_g = &mut out[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-            group_col2im(xg, wg, &win, cg, out_g);
-        }
+    for (t, out_g) in out.chunks_mut(mg * out_sp).enumerate() {
+        let (_, xg, wg) = operands(t);
+        group_col2im(xg, wg, &win, cg, out_g);
     }
     if let Some(b) = &bias {
         for (plane, chunk) in out.chunks_mut(out_sp).enumerate() {
